@@ -1,0 +1,493 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// Store is the part of the replicated tree the auth service uses.
+type Store interface {
+	Txn(ctx context.Context, t *raftstore.Txn) (*raftstore.TxnResult, error)
+	Get(path string) (*raftstore.Document, error)
+}
+
+// Clock tells the time; tests move it instead of sleeping.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Config holds the service's dependencies. Store is required.
+type Config struct {
+	Store      Store
+	Clock      Clock
+	Hasher     *Hasher
+	SessionTTL time.Duration
+	Logger     *slog.Logger
+}
+
+// Service implements projects, API keys, accounts and sessions on the tree.
+// It keeps no state of its own beyond a cache of compiled rules.
+type Service struct {
+	store  Store
+	clock  Clock
+	hasher *Hasher
+	ttl    time.Duration
+	logger *slog.Logger
+
+	rulesMu    sync.Mutex
+	rulesCache map[string]cachedRules
+}
+
+type cachedRules struct {
+	revision uint64
+	rules    *CompiledRules
+}
+
+// DefaultSessionTTL is how long a session lasts unless configured.
+const DefaultSessionTTL = 30 * 24 * time.Hour
+
+// NewService builds the service, defaulting the optional parts.
+func NewService(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("auth: Store is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Hasher == nil {
+		cfg.Hasher = NewHasher(DefaultHashParams(), 0)
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL,
+		logger: cfg.Logger, rulesCache: map[string]cachedRules{}}, nil
+}
+
+// Roles.
+const (
+	RoleOwner = "owner"
+	RoleUser  = "user"
+)
+
+// Token prefixes make leaked secrets recognisable to scanners.
+const (
+	apiKeyPrefix  = "ebk_"
+	sessionPrefix = "ebt_"
+)
+
+// Paths of system state. Project-scoped state lives under reserved "_"
+// segments of the project, cluster-wide state under raftstore.SystemPrefix.
+func projectPath(pid string) string   { return raftstore.SystemPrefix + "/projects/" + pid }
+func sessionPath(hash string) string  { return raftstore.SystemPrefix + "/sessions/" + hash }
+func userPath(pid, uid string) string { return pid + "/_users/" + uid }
+func emailPath(pid, email string) string {
+	sum := sha256.Sum256([]byte(NormalizeEmail(email)))
+	return pid + "/_emails/" + hex.EncodeToString(sum[:])
+}
+func rulesPath(pid string) string { return pid + "/_rules" }
+
+// project is the stored record of a project.
+type project struct {
+	ID        string   `json:"id"`
+	Name      string   `json:"name"`
+	CreatedAt string   `json:"createdAt"`
+	KeyHashes []string `json:"keyHashes"`
+	OwnerID   string   `json:"ownerId"`
+}
+
+// User is an account as the API shows it.
+type User struct {
+	ID          string `json:"id"`
+	Email       string `json:"email"`
+	Name        string `json:"name"`
+	Role        string `json:"role"`
+	TOTPEnabled bool   `json:"totpEnabled"`
+	CreatedAt   string `json:"createdAt"`
+}
+
+// account is the stored record: the user plus secrets never shown.
+type account struct {
+	User
+	PasswordHash string `json:"passwordHash"`
+}
+
+type emailIndex struct {
+	UserID string `json:"userId"`
+}
+
+type session struct {
+	ProjectID string `json:"projectId"`
+	UserID    string `json:"userId"`
+	CreatedAt int64  `json:"createdAt"`
+	ExpiresAt int64  `json:"expiresAt"`
+}
+
+// Principal is who a bearer token speaks for.
+type Principal struct {
+	ProjectID string
+	UserID    string
+	Email     string
+	Role      string
+}
+
+// ProjectCreated is the one-time answer to project creation: the API key is
+// only ever shown here.
+type ProjectCreated struct {
+	ProjectID string `json:"projectId"`
+	APIKey    string `json:"apiKey"`
+	OwnerID   string `json:"ownerId"`
+}
+
+func (s *Service) now() time.Time { return s.clock.Now().UTC() }
+
+func timestamp(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own plain structs are marshalled here.
+		panic(fmt.Sprintf("auth: marshal %T: %v", v, err))
+	}
+	return b
+}
+
+// CreateProject creates a project with its owner account and first API key.
+func (s *Service) CreateProject(ctx context.Context, name, ownerEmail, ownerPassword string) (*ProjectCreated, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 200 {
+		return nil, fmt.Errorf("%w: name must be 1..200 characters", ErrInvalidArgument)
+	}
+	if err := ValidateEmail(ownerEmail); err != nil {
+		return nil, err
+	}
+	if err := ValidatePassword(ownerPassword); err != nil {
+		return nil, err
+	}
+	pid, err := NewID()
+	if err != nil {
+		return nil, err
+	}
+	uid, err := NewID()
+	if err != nil {
+		return nil, err
+	}
+	key, err := NewToken(apiKeyPrefix)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := s.hasher.Hash(ctx, ownerPassword)
+	if err != nil {
+		return nil, fmt.Errorf("hash owner password: %w", err)
+	}
+	now := s.now()
+	p := project{ID: pid, Name: name, CreatedAt: timestamp(now), KeyHashes: []string{HashToken(key)}, OwnerID: uid}
+	acc := account{User: User{ID: uid, Email: NormalizeEmail(ownerEmail), Name: name + " owner", Role: RoleOwner, CreatedAt: timestamp(now)}, PasswordHash: hash}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{
+		Time:  now.UnixNano(),
+		Conds: []raftstore.Cond{{Path: projectPath(pid), Kind: raftstore.CondNotExists}},
+		Ops: []raftstore.Op{
+			{Kind: raftstore.OpPut, Path: projectPath(pid), Data: mustJSON(p)},
+			{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)},
+			{Kind: raftstore.OpPut, Path: emailPath(pid, ownerEmail), Data: mustJSON(emailIndex{UserID: uid})},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !res.OK() {
+		return nil, fmt.Errorf("create project refused: %s", res.Err)
+	}
+	s.logger.Info("project created", "project", pid, "owner", uid)
+	return &ProjectCreated{ProjectID: pid, APIKey: key, OwnerID: uid}, nil
+}
+
+func (s *Service) getJSON(path string, v any) (bool, error) {
+	doc, err := s.store.Get(path)
+	if err != nil {
+		return false, err
+	}
+	if doc == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(doc.Data, v); err != nil {
+		return false, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// CheckAPIKey verifies that key belongs to project pid. Both must be present.
+func (s *Service) CheckAPIKey(pid, key string) error {
+	if pid == "" || key == "" {
+		return ErrMissingAPIKey
+	}
+	var p project
+	ok, err := s.getJSON(projectPath(pid), &p)
+	if err != nil {
+		return err
+	}
+	h := HashToken(key)
+	match := false
+	if ok {
+		for _, kh := range p.KeyHashes {
+			// Compare every key so timing does not tell which one matched.
+			match = EqualHash(kh, h) || match
+		}
+	}
+	if !match {
+		return ErrInvalidAPIKey
+	}
+	return nil
+}
+
+// AuthResult is a new session with its user.
+type AuthResult struct {
+	Token string `json:"token"`
+	User  User   `json:"user"`
+}
+
+// Register creates a user account and its first session.
+func (s *Service) Register(ctx context.Context, pid, email, password, name string) (*AuthResult, error) {
+	if err := ValidateEmail(email); err != nil {
+		return nil, err
+	}
+	if err := ValidatePassword(password); err != nil {
+		return nil, err
+	}
+	name = strings.TrimSpace(name)
+	if len(name) > 200 {
+		return nil, fmt.Errorf("%w: name must be at most 200 characters", ErrInvalidArgument)
+	}
+	uid, err := NewID()
+	if err != nil {
+		return nil, err
+	}
+	hash, err := s.hasher.Hash(ctx, password)
+	if err != nil {
+		return nil, fmt.Errorf("hash password: %w", err)
+	}
+	token, sessOp, err := s.newSession(pid, uid)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	acc := account{User: User{ID: uid, Email: NormalizeEmail(email), Name: name, Role: RoleUser, CreatedAt: timestamp(now)}, PasswordHash: hash}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{
+		Time: now.UnixNano(),
+		Conds: []raftstore.Cond{
+			{Path: projectPath(pid), Kind: raftstore.CondExists},
+			{Path: emailPath(pid, email), Kind: raftstore.CondNotExists},
+		},
+		Ops: []raftstore.Op{
+			{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)},
+			{Kind: raftstore.OpPut, Path: emailPath(pid, email), Data: mustJSON(emailIndex{UserID: uid})},
+			sessOp,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !res.OK() {
+		if res.Err == raftstore.ErrCodeCondFailed && res.Index == 1 {
+			return nil, ErrEmailTaken
+		}
+		return nil, fmt.Errorf("%w: project not found", ErrInvalidAPIKey)
+	}
+	return &AuthResult{Token: token, User: acc.User}, nil
+}
+
+func (s *Service) newSession(pid, uid string) (string, raftstore.Op, error) {
+	token, err := NewToken(sessionPrefix)
+	if err != nil {
+		return "", raftstore.Op{}, err
+	}
+	now := s.now()
+	sess := session{ProjectID: pid, UserID: uid, CreatedAt: now.Unix(), ExpiresAt: now.Add(s.ttl).Unix()}
+	return token, raftstore.Op{Kind: raftstore.OpPut, Path: sessionPath(HashToken(token)), Data: mustJSON(sess)}, nil
+}
+
+// LoginResult is the answer to a login.
+type LoginResult struct {
+	RequiresTOTP bool   `json:"requiresTotp"`
+	Token        string `json:"token,omitempty"`
+	User         *User  `json:"user,omitempty"`
+}
+
+// Login checks email and password and opens a session. Unknown email and
+// wrong password are the same error and cost the same hashing work.
+func (s *Service) Login(ctx context.Context, pid, email, password string) (*LoginResult, error) {
+	acc, err := s.accountByEmail(pid, email)
+	if err != nil {
+		return nil, err
+	}
+	if acc == nil {
+		if err := s.hasher.VerifyDummy(ctx, password); err != nil {
+			return nil, err
+		}
+		return nil, ErrInvalidCredentials
+	}
+	ok, err := s.hasher.Verify(ctx, acc.PasswordHash, password)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrInvalidCredentials
+	}
+	token, sessOp, err := s.newSession(pid, acc.ID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{
+		Time:  s.now().UnixNano(),
+		Conds: []raftstore.Cond{{Path: userPath(pid, acc.ID), Kind: raftstore.CondExists}},
+		Ops:   []raftstore.Op{sessOp},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !res.OK() {
+		return nil, ErrInvalidCredentials
+	}
+	u := acc.User
+	return &LoginResult{Token: token, User: &u}, nil
+}
+
+func (s *Service) accountByEmail(pid, email string) (*account, error) {
+	var idx emailIndex
+	ok, err := s.getJSON(emailPath(pid, email), &idx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return s.account(pid, idx.UserID)
+}
+
+func (s *Service) account(pid, uid string) (*account, error) {
+	var acc account
+	ok, err := s.getJSON(userPath(pid, uid), &acc)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &acc, nil
+}
+
+// Authenticate resolves a bearer token from this node's applied state; the
+// caller chooses the state's freshness (a strong sync makes a token issued or
+// revoked anywhere count here).
+func (s *Service) Authenticate(token string) (*Principal, error) {
+	if token == "" {
+		return nil, ErrMissingToken
+	}
+	var sess session
+	ok, err := s.getJSON(sessionPath(HashToken(token)), &sess)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || s.now().Unix() >= sess.ExpiresAt {
+		return nil, ErrInvalidToken
+	}
+	acc, err := s.account(sess.ProjectID, sess.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if acc == nil {
+		return nil, ErrInvalidToken
+	}
+	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role}, nil
+}
+
+// Rules returns the project's compiled access rules (the defaults when the
+// owner set none), compiled once per revision of the rules document.
+func (s *Service) Rules(pid string) (*CompiledRules, error) {
+	doc, err := s.store.Get(rulesPath(pid))
+	if err != nil {
+		return nil, err
+	}
+	var rev uint64
+	if doc != nil {
+		rev = doc.Revision
+	}
+	s.rulesMu.Lock()
+	c, ok := s.rulesCache[pid]
+	s.rulesMu.Unlock()
+	if ok && c.revision == rev {
+		return c.rules, nil
+	}
+	rs := DefaultRules()
+	if doc != nil {
+		if err := json.Unmarshal(doc.Data, &rs); err != nil {
+			return nil, fmt.Errorf("decode rules of %s: %w", pid, err)
+		}
+	}
+	compiled, err := CompileRules(rs)
+	if err != nil {
+		return nil, fmt.Errorf("compile stored rules of %s: %w", pid, err)
+	}
+	s.rulesMu.Lock()
+	s.rulesCache[pid] = cachedRules{revision: rev, rules: compiled}
+	s.rulesMu.Unlock()
+	return compiled, nil
+}
+
+// SetRules validates, compiles and stores a project's rules; returns the revision.
+func (s *Service) SetRules(ctx context.Context, pid string, rs RuleSet) (uint64, error) {
+	if _, err := CompileRules(rs); err != nil {
+		return 0, err
+	}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{
+		Time:  s.now().UnixNano(),
+		Conds: []raftstore.Cond{{Path: projectPath(pid), Kind: raftstore.CondExists}},
+		Ops:   []raftstore.Op{{Kind: raftstore.OpPut, Path: rulesPath(pid), Data: mustJSON(rs)}},
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !res.OK() {
+		return 0, fmt.Errorf("%w: project not found", ErrInvalidAPIKey)
+	}
+	return res.Revision, nil
+}
+
+// Logout revokes the session of token.
+func (s *Service) Logout(ctx context.Context, token string) error {
+	res, err := s.store.Txn(ctx, &raftstore.Txn{
+		Time: s.now().UnixNano(),
+		Ops:  []raftstore.Op{{Kind: raftstore.OpDelete, Path: sessionPath(HashToken(token))}},
+	})
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		return ErrInvalidToken
+	}
+	return nil
+}
+
+// Me returns the account behind a principal.
+func (s *Service) Me(pid, uid string) (*User, error) {
+	acc, err := s.account(pid, uid)
+	if err != nil {
+		return nil, err
+	}
+	if acc == nil {
+		return nil, ErrInvalidToken
+	}
+	return &acc.User, nil
+}

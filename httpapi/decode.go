@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// Limits bound what one request may carry.
+type Limits struct {
+	// MaxBodyBytes caps a request body (default 1 MiB + 64 KiB, so that a
+	// document of the full 1 MiB still fits with its envelope).
+	MaxBodyBytes int64
+	// MaxDepth caps JSON nesting (default 64).
+	MaxDepth int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 1<<20 + 64<<10
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = 64
+	}
+	return l
+}
+
+// readBody enforces Content-Type, the size cap and the nesting cap, and
+// returns the raw JSON body.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "the request body must be sent as Content-Type: application/json")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body exceeds %d bytes", s.limits.MaxBodyBytes))
+		}
+		return nil, newError(http.StatusBadRequest, "invalid_argument", "the request body could not be read")
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil, newError(http.StatusBadRequest, "invalid_argument", "a JSON request body is required")
+	}
+	if err := checkDepth(body, s.limits.MaxDepth); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// decodeBody reads the body and decodes it into v, naming the field of a type error.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+func decodeJSON(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				return newError(http.StatusBadRequest, "invalid_argument", "the request body must be a JSON object")
+			}
+			return badField(field, "invalid_argument", fmt.Sprintf("field %q must be of type %s", field, jsonTypeName(te.Type.Kind().String())))
+		}
+		return newError(http.StatusBadRequest, "invalid_json", "the request body is not valid JSON")
+	}
+	return nil
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "map", "struct":
+		return "object"
+	case "slice", "array":
+		return "array"
+	case "int", "int64", "uint64", "float64", "int32", "uint32", "uint":
+		return "number"
+	}
+	return kind
+}
+
+// checkDepth rejects JSON nested deeper than max without decoding it.
+func checkDepth(b []byte, max int) error {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > max {
+				return newError(http.StatusBadRequest, "invalid_argument", fmt.Sprintf("JSON nesting exceeds %d levels", max))
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// apiError is an error with its HTTP face. Handlers return these for request
+// problems; everything else is mapped by errorFor.
+type apiError struct {
+	Status     int
+	Code       string
+	Message    string
+	Field      string
+	RetryAfter int // seconds; set for 429 and 503
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func newError(status int, code, msg string) *apiError {
+	return &apiError{Status: status, Code: code, Message: msg}
+}
+
+func badField(field, code, msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: code, Message: msg, Field: field}
+}
+
+// fieldError attaches the request field an error is about.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+func inField(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fieldError{field: field, err: err}
+}
+
+// errorFor is the one mapping from errors to status, code and message.
+func errorFor(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	field := ""
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		field = fe.field
+	}
+	var re *auth.RuleError
+	switch {
+	case errors.As(err, &re):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: re.Error(), Field: fmt.Sprintf("rules[%d].%s", re.Index, re.Field)}
+	case errors.Is(err, auth.ErrPasswordTooShort):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrPasswordTooShort.Error(), Field: orDefault(field, "password")}
+	case errors.Is(err, auth.ErrPasswordTooLong):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrPasswordTooLong.Error(), Field: orDefault(field, "password")}
+	case errors.Is(err, auth.ErrPasswordCommon):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrPasswordCommon.Error(), Field: orDefault(field, "password")}
+	case errors.Is(err, auth.ErrInvalidEmail):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrInvalidEmail.Error(), Field: orDefault(field, "email")}
+	case errors.Is(err, auth.ErrInvalidArgument):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: err.Error(), Field: field}
+	case errors.Is(err, auth.ErrMissingAPIKey):
+		return newError(http.StatusUnauthorized, "missing_api_key", auth.ErrMissingAPIKey.Error())
+	case errors.Is(err, auth.ErrInvalidAPIKey):
+		return newError(http.StatusUnauthorized, "invalid_api_key", auth.ErrInvalidAPIKey.Error())
+	case errors.Is(err, auth.ErrMissingToken):
+		return newError(http.StatusUnauthorized, "missing_token", auth.ErrMissingToken.Error())
+	case errors.Is(err, auth.ErrInvalidToken):
+		return newError(http.StatusUnauthorized, "invalid_token", auth.ErrInvalidToken.Error())
+	case errors.Is(err, auth.ErrInvalidCredentials):
+		return newError(http.StatusUnauthorized, "invalid_credentials", auth.ErrInvalidCredentials.Error())
+	case errors.Is(err, auth.ErrEmailTaken):
+		return &apiError{Status: http.StatusConflict, Code: "email_taken", Message: auth.ErrEmailTaken.Error(), Field: "email"}
+	case errors.Is(err, raftstore.ErrEntryTooLarge):
+		return newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request is too large")
+	case errors.Is(err, raftstore.ErrNoLeader), errors.Is(err, raftstore.ErrClosed):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "no_leader", Message: "the cluster has no leader right now; retry", RetryAfter: 1}
+	case errors.Is(err, raftstore.ErrUnknownOutcome):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the write may or may not have been applied; read before retrying", RetryAfter: 1}
+	case errors.Is(err, raftstore.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the node could not reach the required consistency in time; retry", RetryAfter: 1}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// writeError renders err in the one error shape. A 5xx never shows internals:
+// the cause is logged with the request id instead.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := errorFor(err)
+	if ae.Status >= 500 {
+		s.logger.Error("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "status", ae.Status, "err", err)
+	}
+	if ae.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+	}
+	writeJSON(w, ae.Status, errorBody{Error: errorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		slog.Default().Error("encode response", "err", err)
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

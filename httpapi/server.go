@@ -1,0 +1,180 @@
+// Package httpapi serves the public REST API (/api), the operator endpoints
+// (/admin, /healthz, /readyz) and maps every error to the one JSON shape. It
+// declares the small interfaces it needs; the node wires real parts in.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// Store is the replicated tree as the handlers use it.
+type Store interface {
+	Txn(ctx context.Context, t *raftstore.Txn) (*raftstore.TxnResult, error)
+	Get(path string) (*raftstore.Document, error)
+	List(parent, after string, limit int) ([]*raftstore.Document, string, error)
+	WaitRead(ctx context.Context, c raftstore.Consistency, minRev uint64) error
+	WaitApplied(ctx context.Context, idx uint64) error
+}
+
+// Cluster is membership and operator access to the store.
+type Cluster interface {
+	Status(ctx context.Context) (raftstore.ClusterStatus, error)
+	RemoveNode(ctx context.Context, id string) error
+	Backup(ctx context.Context, w io.Writer) (uint64, error)
+	LeaderID() string
+	ReadIndex(ctx context.Context) (uint64, error)
+	AppliedIndex() uint64
+}
+
+// Accounts is the identity service.
+type Accounts interface {
+	CreateProject(ctx context.Context, name, ownerEmail, ownerPassword string) (*auth.ProjectCreated, error)
+	CheckAPIKey(pid, key string) error
+	Register(ctx context.Context, pid, email, password, name string) (*auth.AuthResult, error)
+	Login(ctx context.Context, pid, email, password string) (*auth.LoginResult, error)
+	Logout(ctx context.Context, token string) error
+	Me(pid, uid string) (*auth.User, error)
+	Authenticate(token string) (*auth.Principal, error)
+	Rules(pid string) (*auth.CompiledRules, error)
+	SetRules(ctx context.Context, pid string, rs auth.RuleSet) (uint64, error)
+}
+
+// Config wires a Server. Store, Cluster and Accounts are required.
+type Config struct {
+	Store      Store
+	Cluster    Cluster
+	Accounts   Accounts
+	AdminToken string
+	Limits     Limits
+	Logger     *slog.Logger
+	// WriteTimeout bounds how long a write waits for commit (default 10 s).
+	WriteTimeout time.Duration
+}
+
+// Server is the HTTP API of one node.
+type Server struct {
+	store        Store
+	cluster      Cluster
+	accounts     Accounts
+	adminToken   string
+	limits       Limits
+	logger       *slog.Logger
+	writeTimeout time.Duration
+	mux          *http.ServeMux
+}
+
+// New builds the API handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Cluster == nil || cfg.Accounts == nil {
+		return nil, errors.New("httpapi: Store, Cluster and Accounts are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
+		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, mux: http.NewServeMux()}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/api/db", s.handleDB)
+	s.mux.HandleFunc("/api/db/rules", s.handleRules)
+	s.mux.HandleFunc("/api/auth", s.handleAuth)
+	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
+	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
+	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))
+	s.mux.HandleFunc("/admin/backup", s.admin(s.handleBackup))
+	s.mux.HandleFunc("/healthz", s.handleHealthz)
+	s.mux.HandleFunc("/readyz", s.handleReadyz)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, newError(http.StatusNotFound, "not_found", "no such route"))
+	})
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// ServeHTTP adds the request id, recovers panics into a 500 and dispatches.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-Id")
+	if !validRequestID(id) {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	w.Header().Set("X-Request-Id", id)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.logger.Error("handler panic", "request_id", id, "panic", p)
+			s.writeError(w, r, errors.New("panic"))
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c == '-' || c == '_' || c == '.' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+			return false
+		}
+	}
+	return true
+}
+
+func methodNotAllowed(allow string) *apiError {
+	return newError(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed; use "+allow)
+}
+
+// bearer extracts the token of "Authorization: Bearer <token>".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// admin guards operator endpoints with the admin token.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok := bearer(r)
+		if tok == "" {
+			s.writeError(w, r, newError(http.StatusUnauthorized, "missing_token", "an admin bearer token is required"))
+			return
+		}
+		if s.adminToken == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminToken)) != 1 {
+			s.writeError(w, r, newError(http.StatusUnauthorized, "invalid_token", "the admin token is not valid"))
+			return
+		}
+		h(w, r)
+	}
+}

@@ -1,0 +1,354 @@
+// Package node runs one edgebase node: it opens the replicated store, builds
+// the services and the HTTP server, bootstraps or joins the cluster, runs the
+// leader-only duties and shuts everything down in order.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/httpapi"
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// Config is one node's configuration (the serve command's flags).
+type Config struct {
+	NodeID        string
+	DataDir       string
+	HTTPAddr      string // listen address, e.g. ":8080"
+	RaftAddr      string // listen address, e.g. ":7000"
+	AdvertiseHTTP string // URL other nodes use; derived from HTTPAddr when empty
+	AdvertiseRaft string // host:port other nodes dial; derived from RaftAddr when empty
+	Join          []string
+	Edge          bool
+	AdminToken    string
+	ClusterSecret string
+	Dev           bool
+
+	Logger *slog.Logger
+	// Out receives the human banner of --dev (default stdout).
+	Out    io.Writer
+	Tuning raftstore.Tuning
+	// HashParams overrides argon2id parameters (tests use cheap ones).
+	HashParams *auth.HashParams
+	Clock      auth.Clock
+}
+
+// Node is a running node.
+type Node struct {
+	cfg      Config
+	logger   *slog.Logger
+	Store    *raftstore.Store
+	Accounts *auth.Service
+	httpLn   net.Listener
+	httpSrv  *http.Server
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	devOnce  sync.Once
+	once     sync.Once
+	closeErr error
+}
+
+// Start opens the store, starts serving HTTP and, in the background, joins
+// the cluster and registers this node's addresses.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "./data"
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	var err error
+	if cfg.NodeID == "" {
+		if cfg.NodeID, err = persistedValue(cfg.DataDir, "node-id", "node-"); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Dev {
+		if cfg.AdminToken == "" {
+			if cfg.AdminToken, err = persistedValue(cfg.DataDir, "dev-admin-token", "eba_"); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.ClusterSecret == "" {
+			if cfg.ClusterSecret, err = persistedValue(cfg.DataDir, "dev-cluster-secret", ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(cfg.Join) > 0 && cfg.ClusterSecret == "" {
+		return nil, errors.New("--join needs --cluster-secret (the same on every node)")
+	}
+	logger := cfg.Logger.With("node", cfg.NodeID)
+	if cfg.AdminToken == "" {
+		logger.Warn("no --admin-token: operator endpoints (/admin) refuse every request")
+	}
+
+	httpLn, err := net.Listen("tcp", orDefault(cfg.HTTPAddr, ":8080"))
+	if err != nil {
+		return nil, fmt.Errorf("listen http: %w", err)
+	}
+	raftLn, err := net.Listen("tcp", orDefault(cfg.RaftAddr, ":7000"))
+	if err != nil {
+		_ = httpLn.Close()
+		return nil, fmt.Errorf("listen raft: %w", err)
+	}
+	if cfg.AdvertiseHTTP == "" {
+		cfg.AdvertiseHTTP = "http://" + advertisable(httpLn.Addr())
+	}
+	if cfg.AdvertiseRaft == "" {
+		cfg.AdvertiseRaft = advertisable(raftLn.Addr())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{cfg: cfg, logger: logger, httpLn: httpLn, ctx: ctx, cancel: cancel}
+	n.Store, err = raftstore.Open(raftstore.Config{
+		NodeID:        cfg.NodeID,
+		Dir:           filepath.Join(cfg.DataDir),
+		RaftListener:  raftLn,
+		RaftAdvertise: cfg.AdvertiseRaft,
+		HTTPAdvertise: cfg.AdvertiseHTTP,
+		Bootstrap:     len(cfg.Join) == 0,
+		Secret:        cfg.ClusterSecret,
+		Voter:         !cfg.Edge,
+		OnLeader:      n.leaderDuties,
+		Tuning:        cfg.Tuning,
+		Logger:        logger,
+	})
+	if err != nil {
+		cancel()
+		_ = httpLn.Close()
+		_ = raftLn.Close()
+		return nil, err
+	}
+	hasher := auth.NewHasher(auth.DefaultHashParams(), 0)
+	if cfg.HashParams != nil {
+		hasher = auth.NewHasher(*cfg.HashParams, 0)
+	}
+	n.Accounts, err = auth.NewService(auth.Config{Store: n.Store, Hasher: hasher, Clock: cfg.Clock, Logger: logger})
+	if err != nil {
+		n.abort()
+		return nil, err
+	}
+	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger})
+	if err != nil {
+		n.abort()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(raftstore.InternalPrefix, n.Store.InternalHandler())
+	mux.Handle("/", api)
+	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server stopped", "err", err)
+		}
+	}()
+	n.wg.Add(1)
+	go n.joinAndRegister()
+	if cfg.Dev {
+		n.printDevBanner()
+	}
+	logger.Info("node started", "http", cfg.AdvertiseHTTP, "raft", cfg.AdvertiseRaft, "edge", cfg.Edge, "join", strings.Join(cfg.Join, ","))
+	return n, nil
+}
+
+func (n *Node) abort() {
+	n.cancel()
+	_ = n.httpLn.Close()
+	_ = n.Store.Close()
+}
+
+// joinAndRegister asks the cluster to add this node (first start only), then
+// records its addresses in the tree so others can forward to it.
+func (n *Node) joinAndRegister() {
+	defer n.wg.Done()
+	if len(n.cfg.Join) > 0 && !n.Store.HasState() {
+		if err := n.Store.JoinCluster(n.ctx, n.cfg.Join); err != nil {
+			n.logger.Error("could not join the cluster", "err", err)
+			return
+		}
+	}
+	if err := n.Store.EnsureNodeRecord(n.ctx); err != nil && n.ctx.Err() == nil {
+		n.logger.Error("could not register node address", "err", err)
+	}
+}
+
+// leaderDuties runs while this node leads. The push scheduler and dispatcher
+// will start here; for now it only makes the --dev demo project.
+func (n *Node) leaderDuties(ctx context.Context) {
+	if n.cfg.Dev {
+		n.ensureDevProject(ctx)
+	}
+	<-ctx.Done()
+}
+
+// HTTPURL is the node's advertised base URL.
+func (n *Node) HTTPURL() string { return n.cfg.AdvertiseHTTP }
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Close shuts the node down: hands leadership over when it leads, drains
+// HTTP, then stops Raft and closes the databases.
+func (n *Node) Close(ctx context.Context) error {
+	n.once.Do(func() {
+		if err := n.Store.TransferLeadership(); err != nil {
+			n.logger.Warn("leadership transfer on shutdown failed", "err", err)
+		}
+		n.cancel()
+		if err := n.httpSrv.Shutdown(ctx); err != nil {
+			_ = n.httpSrv.Close()
+		}
+		n.closeErr = n.Store.Close()
+		n.wg.Wait()
+	})
+	return n.closeErr
+}
+
+// Kill stops the node abruptly (tests): no leadership transfer, no draining.
+func (n *Node) Kill() {
+	n.once.Do(func() {
+		n.cancel()
+		_ = n.httpSrv.Close()
+		n.closeErr = n.Store.Close()
+		n.wg.Wait()
+	})
+}
+
+// persistedValue reads data-dir/name, or creates it with a random value.
+func persistedValue(dir, name, prefix string) (string, error) {
+	p := filepath.Join(dir, name)
+	if b, err := os.ReadFile(p); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("random %s: %w", name, err)
+	}
+	v := prefix + hex.EncodeToString(raw[:])
+	if prefix == "node-" {
+		v = prefix + hex.EncodeToString(raw[:4])
+	}
+	if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	return v, nil
+}
+
+// advertisable turns a listen address into one others can dial: an
+// unspecified host becomes 127.0.0.1 (set --advertise-* on real networks).
+func advertisable(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// devProject is the demo project --dev creates once and prints at every start.
+type devProject struct {
+	ProjectID     string `json:"projectId"`
+	APIKey        string `json:"apiKey"`
+	OwnerID       string `json:"ownerId"`
+	OwnerEmail    string `json:"ownerEmail"`
+	OwnerPassword string `json:"ownerPassword"`
+	AdminToken    string `json:"adminToken"`
+}
+
+const devProjectFile = "dev-project.json"
+
+func (n *Node) ensureDevProject(ctx context.Context) {
+	p := filepath.Join(n.cfg.DataDir, devProjectFile)
+	if _, err := os.Stat(p); err == nil {
+		return
+	}
+	var raw [9]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		n.logger.Error("dev project: random password", "err", err)
+		return
+	}
+	pw := "demo-" + hex.EncodeToString(raw[:])
+	var created *auth.ProjectCreated
+	for {
+		var err error
+		created, err = n.Accounts.CreateProject(ctx, "Demo", "owner@example.com", pw)
+		if err == nil {
+			break
+		}
+		n.logger.Warn("dev project not created yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	dp := devProject{ProjectID: created.ProjectID, APIKey: created.APIKey, OwnerID: created.OwnerID,
+		OwnerEmail: "owner@example.com", OwnerPassword: pw, AdminToken: n.cfg.AdminToken}
+	b, _ := json.MarshalIndent(dp, "", "  ")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		n.logger.Error("dev project: save", "err", err)
+		return
+	}
+	n.printDevBanner()
+}
+
+// printDevBanner prints the demo project if it exists (once per start).
+func (n *Node) printDevBanner() {
+	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, devProjectFile))
+	if err != nil {
+		return
+	}
+	var dp devProject
+	if json.Unmarshal(b, &dp) != nil {
+		return
+	}
+	n.devOnce.Do(func() {
+		base := n.cfg.AdvertiseHTTP
+		fmt.Fprintf(n.cfg.Out, `
+edgebase dev node ready at %s
+  project id     : %s
+  API key        : %s
+  owner login    : %s / %s
+  admin token    : %s
+Try:
+  curl -s %s/api/auth -H 'Content-Type: application/json' \
+    -H 'X-Project-Id: %s' -H 'X-API-Key: %s' \
+    -d '{"action":"login","email":"%s","password":"%s"}'
+`, base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, dp.AdminToken,
+			base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword)
+	})
+}

@@ -1,0 +1,159 @@
+package raftstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// CommandType is the first byte of every log entry we propose. It selects the
+// decoder; the second byte is the encoding version of that type.
+type CommandType byte
+
+const (
+	// CmdTxn is a conditional multi-operation transaction over the tree.
+	CmdTxn CommandType = 1
+	// CmdNoop commits nothing but advances the revision (used for barriers and tests).
+	CmdNoop CommandType = 2
+)
+
+// txnVersion is the only encoding version of CmdTxn so far.
+const txnVersion byte = 1
+
+// CondKind says what a Cond compares.
+type CondKind string
+
+const (
+	// CondExists holds when a document exists at Path.
+	CondExists CondKind = "exists"
+	// CondNotExists holds when no document exists at Path.
+	CondNotExists CondKind = "not_exists"
+	// CondRevision holds when the document at Path has exactly Revision
+	// (Revision 0 means "does not exist").
+	CondRevision CondKind = "revision"
+)
+
+// Cond is a precondition checked inside Apply, against committed state, before
+// any op of the transaction runs. If one fails, nothing is written.
+type Cond struct {
+	Path     string   `json:"p"`
+	Kind     CondKind `json:"k"`
+	Revision uint64   `json:"r,omitempty"`
+}
+
+// OpKind is the kind of one write in a transaction.
+type OpKind string
+
+const (
+	// OpPut creates or replaces the document at Path with Data (a JSON object).
+	OpPut OpKind = "put"
+	// OpDelete removes the document at Path (absent is an error unless IfExists).
+	OpDelete OpKind = "delete"
+	// OpSetField sets top-level Field of an existing document to Data (any JSON value).
+	OpSetField OpKind = "set_field"
+	// OpRenameField moves top-level Field to NewField, then sets it to Data.
+	OpRenameField OpKind = "rename_field"
+	// OpDeleteField removes top-level Field of an existing document.
+	OpDeleteField OpKind = "delete_field"
+)
+
+// Op is one write of a transaction. Ops run in order and see each other's effects.
+type Op struct {
+	Kind     OpKind          `json:"k"`
+	Path     string          `json:"p"`
+	Data     json.RawMessage `json:"d,omitempty"`
+	Field    string          `json:"f,omitempty"`
+	NewField string          `json:"nf,omitempty"`
+	// IfExists makes OpDelete a no-op instead of an error on an absent document.
+	IfExists bool `json:"ie,omitempty"`
+}
+
+// Txn is the replicated command for every write. Everything non-deterministic
+// (the time, ids, hashes) is filled in by the proposer before it is proposed.
+type Txn struct {
+	// Time is the proposer's wall clock in Unix nanoseconds; Apply uses it for
+	// createTime/updateTime and never reads a clock itself.
+	Time  int64  `json:"t"`
+	Conds []Cond `json:"c,omitempty"`
+	Ops   []Op   `json:"o"`
+}
+
+// OpError is the reason a transaction was refused, decided inside Apply.
+type OpError string
+
+const (
+	// ErrCodeNone means the transaction committed its writes.
+	ErrCodeNone OpError = ""
+	// ErrCodeCondFailed means a Cond did not hold.
+	ErrCodeCondFailed OpError = "cond_failed"
+	// ErrCodeNotFound means an op needed a document that does not exist.
+	ErrCodeNotFound OpError = "not_found"
+	// ErrCodeFieldNotFound means a field op named a field the document lacks.
+	ErrCodeFieldNotFound OpError = "field_not_found"
+	// ErrCodeFieldExists means a rename targeted an existing field.
+	ErrCodeFieldExists OpError = "field_exists"
+	// ErrCodeTooLarge means the resulting document would exceed MaxDocumentSize.
+	ErrCodeTooLarge OpError = "document_too_large"
+	// ErrCodeInvalid means the command itself was malformed (bad JSON object, etc.).
+	ErrCodeInvalid OpError = "invalid"
+)
+
+// TxnResult is what Apply returns for a Txn. It is deterministic: every node
+// computes the same result for the same entry.
+type TxnResult struct {
+	// Revision is the Raft index of the entry: the cluster-wide revision.
+	Revision uint64 `json:"revision"`
+	// Err is empty on success; otherwise nothing was written.
+	Err OpError `json:"err,omitempty"`
+	// Index is the index of the failed Cond (for ErrCodeCondFailed) or Op.
+	Index int `json:"index,omitempty"`
+	// Docs holds, per op, the document after the op (nil after a delete).
+	Docs []*Document `json:"docs,omitempty"`
+	// Created holds, per op, whether a put created the document.
+	Created []bool `json:"created,omitempty"`
+	// Deleted holds, per op, how many documents a delete removed.
+	Deleted []int `json:"deleted,omitempty"`
+}
+
+// OK reports whether the transaction's writes were committed.
+func (r *TxnResult) OK() bool { return r.Err == ErrCodeNone }
+
+// Document is one stored JSON object at a path, with its revisions.
+type Document struct {
+	Path           string          `json:"collection"`
+	Data           json.RawMessage `json:"data"`
+	Revision       uint64          `json:"revision"`
+	CreateRevision uint64          `json:"createRevision"`
+	CreateTime     int64           `json:"createTime"`
+	UpdateTime     int64           `json:"updateTime"`
+}
+
+// encodeCommand frames a command: type byte, version byte, JSON payload.
+func encodeCommand(t CommandType, payload any) ([]byte, error) {
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %d: %w", t, err)
+	}
+	out := make([]byte, 0, len(body)+2)
+	out = append(out, byte(t), txnVersion)
+	return append(out, body...), nil
+}
+
+// EncodeTxn frames a Txn as a log entry.
+func EncodeTxn(t *Txn) ([]byte, error) { return encodeCommand(CmdTxn, t) }
+
+// errUnknownCommand is returned for a type or version this binary does not know.
+// The FSM treats it as fatal: a node must not skip an entry others applied.
+var errUnknownCommand = errors.New("unknown command type or version")
+
+// decodeTxn parses a CmdTxn entry body.
+func decodeTxn(b []byte) (*Txn, error) {
+	if len(b) < 2 || CommandType(b[0]) != CmdTxn || b[1] != txnVersion {
+		return nil, errUnknownCommand
+	}
+	var t Txn
+	if err := json.Unmarshal(b[2:], &t); err != nil {
+		return nil, fmt.Errorf("decode txn: %w", err)
+	}
+	return &t, nil
+}

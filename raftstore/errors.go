@@ -1,0 +1,27 @@
+package raftstore
+
+import "errors"
+
+// Sentinel errors of the store. Raft's own errors are translated into these
+// where they enter the package, so callers never see raft types.
+var (
+	// ErrNoLeader means no leader is known or reachable right now; retry later.
+	ErrNoLeader = errors.New("no leader")
+	// ErrNotLeader means this node is not the leader (internal endpoints).
+	ErrNotLeader = errors.New("not the leader")
+	// ErrUnknownOutcome means a proposal may or may not have been committed
+	// (leadership was lost or the leader became unreachable after sending).
+	ErrUnknownOutcome = errors.New("outcome of the write is unknown")
+	// ErrTimeout means a read could not reach the required consistency in time.
+	ErrTimeout = errors.New("timed out waiting for the cluster")
+	// ErrClosed means the store has been shut down.
+	ErrClosed = errors.New("store closed")
+	// ErrLagged means a change-feed subscriber fell behind and was dropped.
+	ErrLagged = errors.New("change feed subscriber fell behind")
+	// ErrEntryTooLarge means a command is larger than one entry may be.
+	ErrEntryTooLarge = errors.New("command too large")
+	// ErrForbidden means an internal call did not carry the cluster secret.
+	ErrForbidden = errors.New("cluster secret missing or wrong")
+	// ErrUnknownNode means a membership call named a node that is not a member.
+	ErrUnknownNode = errors.New("unknown node")
+)

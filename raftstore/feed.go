@@ -1,0 +1,148 @@
+package raftstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// EventType says what happened to a path.
+type EventType string
+
+const (
+	// EventSet means the document was created or replaced or had a field changed.
+	EventSet EventType = "set"
+	// EventDelete means the document was removed.
+	EventDelete EventType = "delete"
+)
+
+// Event is one change in the tree, in commit order.
+type Event struct {
+	Revision uint64
+	Path     string // full path, project id first
+	Type     EventType
+	Doc      *Document // the document after the change; nil for deletes
+}
+
+// Batch is what one ApplyBatch committed. Reset marks a snapshot restore: the
+// state jumped to Revision and subscribers must resynchronise from state.
+type Batch struct {
+	Revision uint64
+	Events   []Event
+	Reset    bool
+}
+
+// Feed fans committed batches out to subscribers without ever blocking Apply:
+// each subscriber has a bounded queue, and one that is full is dropped (its
+// channel closed, Err reports ErrLagged) so it can resume from its last revision.
+type Feed struct {
+	mu   sync.Mutex
+	subs map[*Subscription]struct{}
+}
+
+// NewFeed returns an empty feed.
+func NewFeed() *Feed { return &Feed{subs: map[*Subscription]struct{}{}} }
+
+// Subscription receives batches in commit order until it is closed or dropped.
+type Subscription struct {
+	feed *Feed
+	ch   chan Batch
+	err  atomic.Pointer[error]
+	once sync.Once
+}
+
+// Subscribe registers a subscriber with a queue of buffer batches.
+func (f *Feed) Subscribe(buffer int) *Subscription {
+	if buffer < 1 {
+		buffer = 1
+	}
+	s := &Subscription{feed: f, ch: make(chan Batch, buffer)}
+	f.mu.Lock()
+	f.subs[s] = struct{}{}
+	f.mu.Unlock()
+	return s
+}
+
+// C is the subscriber's queue; it is closed when the subscription ends.
+func (s *Subscription) C() <-chan Batch { return s.ch }
+
+// Err says why C was closed: ErrLagged, or ErrClosed after Close.
+func (s *Subscription) Err() error {
+	if p := s.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() { s.end(ErrClosed) }
+
+func (s *Subscription) end(err error) {
+	s.once.Do(func() {
+		s.err.Store(&err)
+		s.feed.mu.Lock()
+		delete(s.feed.subs, s)
+		s.feed.mu.Unlock()
+		close(s.ch)
+	})
+}
+
+// publish is called by the FSM goroutine only, so sends never race with each
+// other; a subscriber that cannot take the batch at once is dropped.
+func (f *Feed) publish(b Batch) {
+	f.mu.Lock()
+	var lagged []*Subscription
+	for s := range f.subs {
+		select {
+		case s.ch <- b:
+		default:
+			lagged = append(lagged, s)
+		}
+	}
+	f.mu.Unlock()
+	for _, s := range lagged {
+		s.end(ErrLagged)
+	}
+}
+
+// indexWaiter tracks a monotonically increasing index and lets callers wait
+// for it to reach a value.
+type indexWaiter struct {
+	mu   sync.Mutex
+	idx  uint64
+	wake chan struct{}
+}
+
+func newIndexWaiter() *indexWaiter { return &indexWaiter{wake: make(chan struct{})} }
+
+func (w *indexWaiter) get() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.idx
+}
+
+// set moves the index (a restore may move it anywhere) and wakes all waiters.
+func (w *indexWaiter) set(idx uint64) {
+	w.mu.Lock()
+	w.idx = idx
+	close(w.wake)
+	w.wake = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// wait blocks until the index is at least idx or ctx ends.
+func (w *indexWaiter) wait(ctx context.Context, idx uint64) error {
+	for {
+		w.mu.Lock()
+		cur, wake := w.idx, w.wake
+		w.mu.Unlock()
+		if cur >= idx {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,422 @@
+package raftstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// SecretHeader carries the cluster secret on node-to-node HTTP calls.
+const SecretHeader = "X-Edgebase-Cluster-Secret"
+
+// InternalPrefix is where InternalHandler is mounted.
+const InternalPrefix = "/internal/"
+
+// coalescer shares one in-flight call among concurrent callers. A caller only
+// joins a call that has not started yet, so the call's result is taken after
+// the caller arrived: exactly what a read index needs.
+type coalescer struct {
+	fn      func(context.Context) (uint64, error)
+	mu      sync.Mutex
+	next    *coalescedCall
+	running bool
+}
+
+type coalescedCall struct {
+	done chan struct{}
+	idx  uint64
+	err  error
+}
+
+func newCoalescer(fn func(context.Context) (uint64, error)) *coalescer {
+	return &coalescer{fn: fn}
+}
+
+func (c *coalescer) do(ctx context.Context) (uint64, error) {
+	c.mu.Lock()
+	if c.next == nil {
+		c.next = &coalescedCall{done: make(chan struct{})}
+	}
+	call := c.next
+	if !c.running {
+		c.running = true
+		go c.loop()
+	}
+	c.mu.Unlock()
+	select {
+	case <-call.done:
+		return call.idx, call.err
+	case <-ctx.Done():
+		return 0, ErrTimeout
+	}
+}
+
+func (c *coalescer) loop() {
+	for {
+		c.mu.Lock()
+		call := c.next
+		c.next = nil
+		if call == nil {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		call.idx, call.err = c.fn(ctx)
+		cancel()
+		close(call.done)
+	}
+}
+
+// leaderURL returns the leader's HTTP base URL, or errRetry while none is known.
+func (s *Store) leaderURL() (string, error) {
+	id := s.LeaderID()
+	if id == "" {
+		return "", errRetry
+	}
+	if id == s.cfg.NodeID {
+		return "", errRetry // we were elected between the check and now
+	}
+	u, err := s.nodeHTTPAddr(id)
+	if err != nil {
+		return "", errRetry
+	}
+	return u, nil
+}
+
+// internalCall posts body to the leader's internal endpoint and decodes the
+// JSON answer into out. sent reports whether the request may have reached it.
+func (s *Store) internalCall(ctx context.Context, base, endpoint string, body []byte, out any) (sent bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+InternalPrefix+endpoint, bytes.NewReader(body))
+	if err != nil {
+		return false, fmt.Errorf("build internal request: %w", err)
+	}
+	req.Header.Set(SecretHeader, s.cfg.Secret)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return false, errRetry
+		}
+		return true, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxEntrySize*2))
+	if err != nil {
+		return true, fmt.Errorf("read internal response: %w", err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if err := json.Unmarshal(b, out); err != nil {
+			return true, fmt.Errorf("decode internal response: %w", err)
+		}
+		return true, nil
+	case http.StatusMisdirectedRequest:
+		// The target was not leader and did nothing: safe to retry.
+		return false, errRetry
+	case http.StatusForbidden:
+		return false, ErrForbidden
+	default:
+		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+}
+
+func (s *Store) forwardPropose(ctx context.Context, cmd []byte) (*TxnResult, error) {
+	base, err := s.leaderURL()
+	if err != nil {
+		return nil, err
+	}
+	var res TxnResult
+	sent, err := s.internalCall(ctx, base, "propose", cmd, &res)
+	switch {
+	case err == nil:
+		return &res, nil
+	case errors.Is(err, errRetry), errors.Is(err, ErrForbidden):
+		return nil, err
+	case !sent:
+		return nil, err
+	default:
+		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+	}
+}
+
+func (s *Store) forwardReadIndex(ctx context.Context) (uint64, error) {
+	for {
+		base, err := s.leaderURL()
+		if err == nil {
+			var out struct {
+				Index uint64 `json:"index"`
+			}
+			_, err = s.internalCall(ctx, base, "readindex", nil, &out)
+			if err == nil {
+				return out.Index, nil
+			}
+		}
+		if !errors.Is(err, errRetry) {
+			return 0, ErrNoLeader
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ErrNoLeader
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// JoinRequest asks the cluster to add a node.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	HTTPAddr string `json:"httpAddr"`
+	Voter    bool   `json:"voter"`
+}
+
+// Join adds a node to the configuration (as a voter or a non-voter). On a
+// follower it is forwarded to the leader.
+func (s *Store) Join(ctx context.Context, req JoinRequest) error {
+	if req.ID == "" || req.RaftAddr == "" {
+		return errors.New("join: id and raftAddr are required")
+	}
+	if !s.IsLeader() {
+		base, err := s.leaderURL()
+		if err != nil {
+			return ErrNoLeader
+		}
+		body, _ := json.Marshal(req)
+		var out struct{}
+		if _, err := s.internalCall(ctx, base, "join", body, &out); err != nil {
+			return fmt.Errorf("forward join: %w", err)
+		}
+		return nil
+	}
+	id, addr := raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr)
+	var f raft.IndexFuture
+	if req.Voter {
+		f = s.raft.AddVoter(id, addr, 0, 10*time.Second)
+	} else {
+		f = s.raft.AddNonvoter(id, addr, 0, 10*time.Second)
+	}
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("add %s: %w", req.ID, err)
+	}
+	s.logger.Info("node joined", "id", req.ID, "raft", req.RaftAddr, "voter", req.Voter)
+	return nil
+}
+
+// JoinCluster asks the members at urls, in turn, to add this node, until one
+// succeeds or ctx ends.
+func (s *Store) JoinCluster(ctx context.Context, urls []string) error {
+	req := JoinRequest{ID: s.cfg.NodeID, RaftAddr: string(s.transport.LocalAddr()), HTTPAddr: s.cfg.HTTPAdvertise, Voter: s.cfg.Voter}
+	body, _ := json.Marshal(req)
+	for {
+		var last error
+		for _, u := range urls {
+			var out struct{}
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			_, err := s.internalCall(cctx, strings.TrimRight(u, "/"), "join", body, &out)
+			cancel()
+			if err == nil {
+				s.logger.Info("joined cluster", "via", u)
+				return nil
+			}
+			last = err
+		}
+		s.logger.Warn("join attempt failed; retrying", "err", last)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join cluster: %w", last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// RemoveNode removes a member from the configuration and deletes its record.
+func (s *Store) RemoveNode(ctx context.Context, id string) error {
+	if !s.IsLeader() {
+		base, err := s.leaderURL()
+		if err != nil {
+			return ErrNoLeader
+		}
+		body, _ := json.Marshal(map[string]string{"id": id})
+		var out struct{}
+		if _, err := s.internalCall(ctx, base, "remove", body, &out); err != nil {
+			return fmt.Errorf("forward remove: %w", err)
+		}
+		return nil
+	}
+	cf := s.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	found := false
+	for _, srv := range cf.Configuration().Servers {
+		found = found || string(srv.ID) == id
+	}
+	if !found {
+		return ErrUnknownNode
+	}
+	if err := s.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	_, err := s.Txn(ctx, &Txn{Time: time.Now().UnixNano(), Ops: []Op{{Kind: OpDelete, Path: NodeRecordPath(id), IfExists: true}}})
+	return err
+}
+
+// NodeStatus is one member as seen from this node.
+type NodeStatus struct {
+	ID           string `json:"id"`
+	HTTPAddr     string `json:"httpAddr"`
+	RaftAddr     string `json:"raftAddr"`
+	Voter        bool   `json:"voter"`
+	State        string `json:"state"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+}
+
+// ClusterStatus is the membership with each member's state.
+type ClusterStatus struct {
+	Leader string       `json:"leader"`
+	Nodes  []NodeStatus `json:"nodes"`
+}
+
+type selfStatus struct {
+	ID           string `json:"id"`
+	State        string `json:"state"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+}
+
+func (s *Store) self() selfStatus {
+	return selfStatus{ID: s.cfg.NodeID, State: strings.ToLower(s.raft.State().String()), AppliedIndex: s.AppliedIndex()}
+}
+
+// Status reports the configuration and asks each member for its state
+// (members that do not answer within a second show as "unreachable").
+func (s *Store) Status(ctx context.Context) (ClusterStatus, error) {
+	cf := s.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return ClusterStatus{}, fmt.Errorf("read configuration: %w", err)
+	}
+	st := ClusterStatus{Leader: s.LeaderID()}
+	servers := cf.Configuration().Servers
+	st.Nodes = make([]NodeStatus, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		n := NodeStatus{ID: string(srv.ID), RaftAddr: string(srv.Address), Voter: srv.Suffrage == raft.Voter, State: "unreachable"}
+		n.HTTPAddr, _ = s.nodeHTTPAddr(n.ID)
+		st.Nodes[i] = n
+		if n.ID == s.cfg.NodeID {
+			me := s.self()
+			st.Nodes[i].State, st.Nodes[i].AppliedIndex = me.State, me.AppliedIndex
+			continue
+		}
+		if n.HTTPAddr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func(i int, base string) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			var me selfStatus
+			if _, err := s.internalCall(cctx, base, "status", nil, &me); err == nil {
+				st.Nodes[i].State, st.Nodes[i].AppliedIndex = me.State, me.AppliedIndex
+			}
+		}(i, n.HTTPAddr)
+	}
+	wg.Wait()
+	sort.Slice(st.Nodes, func(a, b int) bool { return st.Nodes[a].ID < st.Nodes[b].ID })
+	return st, nil
+}
+
+// InternalHandler serves the node-to-node endpoints under InternalPrefix:
+// propose, readindex, join, remove and status, all behind the cluster secret.
+func (s *Store) InternalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+InternalPrefix+"propose", func(w http.ResponseWriter, r *http.Request) {
+		if !s.IsLeader() {
+			http.Error(w, "not leader", http.StatusMisdirectedRequest)
+			return
+		}
+		cmd, err := io.ReadAll(io.LimitReader(r.Body, maxEntrySize+1))
+		if err != nil || len(cmd) > maxEntrySize {
+			http.Error(w, "bad command", http.StatusBadRequest)
+			return
+		}
+		res, err := s.applyLocal(r.Context(), cmd)
+		switch {
+		case errors.Is(err, errRetry):
+			http.Error(w, "not leader", http.StatusMisdirectedRequest)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		default:
+			writeJSON(w, res)
+		}
+	})
+	mux.HandleFunc("POST "+InternalPrefix+"readindex", func(w http.ResponseWriter, r *http.Request) {
+		if !s.IsLeader() {
+			http.Error(w, "not leader", http.StatusMisdirectedRequest)
+			return
+		}
+		idx, err := s.leaderReadIndex(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+			return
+		}
+		writeJSON(w, map[string]uint64{"index": idx})
+	})
+	mux.HandleFunc("POST "+InternalPrefix+"join", func(w http.ResponseWriter, r *http.Request) {
+		var req JoinRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
+			http.Error(w, "bad join request", http.StatusBadRequest)
+			return
+		}
+		if err := s.Join(r.Context(), req); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, struct{}{})
+	})
+	mux.HandleFunc("POST "+InternalPrefix+"remove", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID string `json:"id"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
+			http.Error(w, "bad remove request", http.StatusBadRequest)
+			return
+		}
+		if err := s.RemoveNode(r.Context(), req.ID); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, struct{}{})
+	})
+	mux.HandleFunc("POST "+InternalPrefix+"status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, s.self())
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get(SecretHeader)
+		if s.cfg.Secret == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Secret)) != 1 {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,512 @@
+package raftstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/raft"
+)
+
+// fsm applies committed entries to the tree database. It is a thin adapter:
+// decoding, the per-entry overlay and batching live here, the semantics of
+// each op live in applyTxn.
+//
+// Lock order: fsm.mu (RW; writers only swap the database on Restore) before
+// anything inside Badger. Apply, reads and snapshot Persist hold it shared.
+type fsm struct {
+	logger *slog.Logger
+	base   string // directory holding tree-N/ databases and CURRENT
+
+	mu  sync.RWMutex
+	db  *badger.DB
+	gen int // N of the tree-N directory in use
+
+	applied *indexWaiter
+	feed    *Feed
+}
+
+// currentFile names the tree generation in use; rewritten atomically on Restore.
+const currentFile = "CURRENT"
+
+func openFSM(base string, logger *slog.Logger, feed *Feed) (*fsm, error) {
+	if err := os.MkdirAll(base, 0o750); err != nil {
+		return nil, fmt.Errorf("create tree dir: %w", err)
+	}
+	gen := 0
+	if b, err := os.ReadFile(filepath.Join(base, currentFile)); err == nil {
+		gen, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", currentFile, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", currentFile, err)
+	}
+	// Remove generations left behind by a restore that crashed half way.
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return nil, fmt.Errorf("list tree dir: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "tree-") && e.Name() != treeDirName(gen) {
+			if err := os.RemoveAll(filepath.Join(base, e.Name())); err != nil {
+				return nil, fmt.Errorf("remove stale %s: %w", e.Name(), err)
+			}
+		}
+	}
+	db, err := openTreeDB(filepath.Join(base, treeDirName(gen)), logger)
+	if err != nil {
+		return nil, err
+	}
+	f := &fsm{logger: logger, base: base, db: db, gen: gen, applied: newIndexWaiter(), feed: feed}
+	idx, err := readApplied(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	f.applied.set(idx)
+	return f, nil
+}
+
+func treeDirName(gen int) string { return "tree-" + strconv.Itoa(gen) }
+
+func openTreeDB(dir string, logger *slog.Logger) (*badger.DB, error) {
+	opts := badger.DefaultOptions(dir).
+		// Durability: an entry acknowledged to a client must survive kill -9
+		// without relying on a snapshot restore at start (we skip that).
+		WithSyncWrites(true).
+		WithLogger(badgerSlog{logger.With("component", "badger-tree")}).
+		// 64 MiB memtables make one transaction hold ~9 MiB, which bounds the
+		// largest entry we accept (maxEntrySize) with room to spare.
+		WithMemTableSize(64 << 20).
+		WithNumVersionsToKeep(1)
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open tree db %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+func readApplied(db *badger.DB) (uint64, error) {
+	var idx uint64
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyApplied)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("applied index has %d bytes", len(v))
+			}
+			idx = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read applied index: %w", err)
+	}
+	return idx, nil
+}
+
+func (f *fsm) close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.db == nil {
+		return nil
+	}
+	err := f.db.Close()
+	f.db = nil
+	if err != nil {
+		return fmt.Errorf("close tree db: %w", err)
+	}
+	return nil
+}
+
+// Apply implements raft.FSM for the rare unbatched path.
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// entryWrites is what one entry wrote, kept so a batch can be replayed into a
+// fresh transaction when Badger says the current one is full.
+type entryWrites struct {
+	index  uint64
+	keys   []string    // full paths in write order
+	docs   []*Document // nil means delete
+	events []Event
+}
+
+// ApplyBatch implements raft.BatchingFSM: one Badger transaction (and one
+// fsync) for the whole batch, with the last applied index in the same
+// transaction so that replays after a restart are skipped exactly.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+
+	results := make([]any, len(logs))
+	last := f.applied.get()
+	txn := f.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	var pending []*entryWrites
+	var events []Event
+	newLast := last
+
+	for i, l := range logs {
+		if l.Index <= last {
+			// Already in our persistent state: raft replays its log after a restart.
+			results[i] = &TxnResult{Revision: l.Index}
+			continue
+		}
+		var w *entryWrites
+		for attempt := 0; ; attempt++ {
+			var res any
+			res, w = f.applyEntry(txn, l)
+			err := flushEntry(txn, w)
+			if err == nil {
+				results[i] = res
+				break
+			}
+			if !errors.Is(err, badger.ErrTxnTooBig) || attempt > 0 {
+				f.fatal("apply entry", l.Index, err)
+			}
+			// Commit what the earlier entries of this batch wrote, then retry
+			// this entry alone in a fresh transaction. The entry is evaluated
+			// again from the same committed state, so its result is the same.
+			txn.Discard()
+			txn = f.db.NewTransaction(true)
+			for _, pw := range pending {
+				if err := flushEntry(txn, pw); err != nil {
+					f.fatal("replay batch", pw.index, err)
+				}
+			}
+			if err := txn.Commit(); err != nil {
+				f.fatal("commit partial batch", l.Index, err)
+			}
+			pending = pending[:0]
+			txn = f.db.NewTransaction(true)
+		}
+		pending = append(pending, w)
+		events = append(events, w.events...)
+		newLast = l.Index
+	}
+	if newLast > last {
+		if err := txn.Commit(); err != nil {
+			f.fatal("commit batch", newLast, err)
+		}
+		f.applied.set(newLast)
+		if len(events) > 0 {
+			f.feed.publish(Batch{Revision: newLast, Events: events})
+		}
+	}
+	return results
+}
+
+// fatal stops the node: applying must not diverge from the other replicas, so
+// an entry we cannot apply is not skipped.
+func (f *fsm) fatal(what string, index uint64, err error) {
+	f.logger.Error("fsm cannot apply committed entry; stopping", "op", what, "index", index, "err", err)
+	panic(fmt.Sprintf("edgebase fsm: %s at index %d: %v", what, index, err))
+}
+
+// applyEntry evaluates one log entry against txn without writing to it.
+func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
+	w := &entryWrites{index: l.Index}
+	if l.Type != raft.LogCommand || len(l.Data) == 0 {
+		return nil, w
+	}
+	switch CommandType(l.Data[0]) {
+	case CmdNoop:
+		return &TxnResult{Revision: l.Index}, w
+	case CmdTxn:
+		t, err := decodeTxn(l.Data)
+		if err != nil {
+			f.fatal("decode command", l.Index, err)
+		}
+		ov := &overlay{txn: txn, w: w}
+		res := applyTxn(ov, l.Index, t)
+		if !res.OK() {
+			// Nothing of a refused transaction is written.
+			w.keys, w.docs, w.events = nil, nil, nil
+		}
+		return res, w
+	default:
+		f.fatal("decode command", l.Index, fmt.Errorf("%w: type %d", errUnknownCommand, l.Data[0]))
+		return nil, w
+	}
+}
+
+func flushEntry(txn *badger.Txn, w *entryWrites) error {
+	for i, k := range w.keys {
+		var err error
+		if d := w.docs[i]; d != nil {
+			err = txn.Set(docKey(k), encodeDoc(d))
+		} else {
+			err = txn.Delete(docKey(k))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var idx [8]byte
+	binary.BigEndian.PutUint64(idx[:], w.index)
+	return txn.Set(keyApplied, idx[:])
+}
+
+// overlay gives one entry a private view: reads see the entry's own earlier
+// writes, writes are only recorded, so a failing op leaves no trace.
+type overlay struct {
+	txn *badger.Txn
+	w   *entryWrites
+}
+
+func (o *overlay) get(path string) (*Document, error) {
+	for i := len(o.w.keys) - 1; i >= 0; i-- {
+		if o.w.keys[i] == path {
+			return o.w.docs[i], nil
+		}
+	}
+	return getDoc(o.txn, path)
+}
+
+func (o *overlay) put(d *Document) {
+	o.w.keys = append(o.w.keys, d.Path)
+	o.w.docs = append(o.w.docs, d)
+	o.w.events = append(o.w.events, Event{Revision: d.Revision, Path: d.Path, Type: EventSet, Doc: d})
+}
+
+func (o *overlay) del(path string, rev uint64) {
+	o.w.keys = append(o.w.keys, path)
+	o.w.docs = append(o.w.docs, nil)
+	o.w.events = append(o.w.events, Event{Revision: rev, Path: path, Type: EventDelete})
+}
+
+// applyTxn is the deterministic heart of the store: conditions, then ops, all
+// decided from committed state and the entry itself.
+func applyTxn(ov *overlay, index uint64, t *Txn) *TxnResult {
+	res := &TxnResult{Revision: index}
+	fail := func(code OpError, i int) *TxnResult {
+		return &TxnResult{Revision: index, Err: code, Index: i}
+	}
+	for i, c := range t.Conds {
+		doc, err := ov.get(c.Path)
+		if err != nil {
+			panic(fmt.Sprintf("edgebase fsm: read %q at %d: %v", c.Path, index, err))
+		}
+		ok := false
+		switch c.Kind {
+		case CondExists:
+			ok = doc != nil
+		case CondNotExists:
+			ok = doc == nil
+		case CondRevision:
+			ok = (doc == nil && c.Revision == 0) || (doc != nil && doc.Revision == c.Revision)
+		}
+		if !ok {
+			return fail(ErrCodeCondFailed, i)
+		}
+	}
+	res.Docs = make([]*Document, len(t.Ops))
+	res.Created = make([]bool, len(t.Ops))
+	res.Deleted = make([]int, len(t.Ops))
+	for i, op := range t.Ops {
+		cur, err := ov.get(op.Path)
+		if err != nil {
+			panic(fmt.Sprintf("edgebase fsm: read %q at %d: %v", op.Path, index, err))
+		}
+		switch op.Kind {
+		case OpPut:
+			if !isJSONObject(op.Data) {
+				return fail(ErrCodeInvalid, i)
+			}
+			if len(op.Data) > MaxDocumentSize {
+				return fail(ErrCodeTooLarge, i)
+			}
+			d := &Document{Path: op.Path, Data: op.Data, Revision: index, CreateRevision: index, CreateTime: t.Time, UpdateTime: t.Time}
+			if cur != nil {
+				d.CreateRevision, d.CreateTime = cur.CreateRevision, cur.CreateTime
+			}
+			ov.put(d)
+			res.Docs[i], res.Created[i] = d, cur == nil
+		case OpDelete:
+			if cur == nil {
+				if op.IfExists {
+					continue
+				}
+				return fail(ErrCodeNotFound, i)
+			}
+			ov.del(op.Path, index)
+			res.Deleted[i] = 1
+		case OpSetField, OpRenameField, OpDeleteField:
+			if cur == nil {
+				return fail(ErrCodeNotFound, i)
+			}
+			if op.Kind != OpDeleteField && !json.Valid(op.Data) {
+				return fail(ErrCodeInvalid, i)
+			}
+			data, code := editFields(cur.Data, func(m map[string]json.RawMessage) OpError {
+				_, has := m[op.Field]
+				switch op.Kind {
+				case OpSetField:
+					m[op.Field] = op.Data
+				case OpRenameField:
+					if !has {
+						return ErrCodeFieldNotFound
+					}
+					if _, taken := m[op.NewField]; taken {
+						return ErrCodeFieldExists
+					}
+					delete(m, op.Field)
+					m[op.NewField] = op.Data
+				case OpDeleteField:
+					if !has {
+						return ErrCodeFieldNotFound
+					}
+					delete(m, op.Field)
+				}
+				return ErrCodeNone
+			})
+			if code != ErrCodeNone {
+				return fail(code, i)
+			}
+			if len(data) > MaxDocumentSize {
+				return fail(ErrCodeTooLarge, i)
+			}
+			d := &Document{Path: op.Path, Data: data, Revision: index, CreateRevision: cur.CreateRevision, CreateTime: cur.CreateTime, UpdateTime: t.Time}
+			ov.put(d)
+			res.Docs[i] = d
+		default:
+			return fail(ErrCodeInvalid, i)
+		}
+	}
+	return res
+}
+
+func isJSONObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+// Snapshot implements raft.FSM. It is cheap: Persist streams a Badger backup
+// taken at its own read timestamp. That view may include entries after the
+// snapshot's index; that is safe because the applied index travels inside the
+// backup and replayed entries at or below it are skipped.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) { return &fsmSnapshot{f: f}, nil }
+
+type fsmSnapshot struct{ f *fsm }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	s.f.mu.RLock()
+	_, err := s.f.db.Backup(sink, 0)
+	s.f.mu.RUnlock()
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("close snapshot sink: %w", err)
+	}
+	return nil
+}
+
+func (s *fsmSnapshot) Release() {}
+
+// Restore implements raft.FSM: load the stream into a new generation, then
+// switch CURRENT and the live database in one step. A crash before the switch
+// leaves the old generation in use; after it, the new one.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer func() { _ = rc.Close() }()
+	f.mu.RLock()
+	gen := f.gen + 1
+	f.mu.RUnlock()
+	dir := filepath.Join(f.base, treeDirName(gen))
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear restore dir: %w", err)
+	}
+	db, err := openTreeDB(dir, f.logger)
+	if err != nil {
+		return err
+	}
+	if err := db.Load(rc, 256); err != nil {
+		_ = db.Close()
+		return fmt.Errorf("load snapshot: %w", err)
+	}
+	idx, err := readApplied(db)
+	if err != nil {
+		_ = db.Close()
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(f.base, currentFile), []byte(strconv.Itoa(gen)+"\n")); err != nil {
+		_ = db.Close()
+		return err
+	}
+	f.mu.Lock()
+	old, oldGen := f.db, f.gen
+	f.db, f.gen = db, gen
+	f.applied.set(idx)
+	f.mu.Unlock()
+	f.feed.publish(Batch{Revision: idx, Reset: true})
+	if err := old.Close(); err != nil {
+		f.logger.Warn("close replaced tree db", "err", err)
+	}
+	if err := os.RemoveAll(filepath.Join(f.base, treeDirName(oldGen))); err != nil {
+		f.logger.Warn("remove replaced tree db", "err", err)
+	}
+	f.logger.Info("restored snapshot", "applied", idx, "generation", gen)
+	return nil
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	fh, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := fh.Write(b); err != nil {
+		_ = fh.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := fh.Sync(); err != nil {
+		_ = fh.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// view runs fn in a read transaction on the live database.
+func (f *fsm) view(fn func(txn *badger.Txn) error) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.db == nil {
+		return ErrClosed
+	}
+	return f.db.View(fn)
+}
+
+// badgerSlog forwards Badger's warnings and errors to slog and drops its chatter.
+type badgerSlog struct{ l *slog.Logger }
+
+func (b badgerSlog) Errorf(f string, a ...any)   { b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerSlog) Warningf(f string, a ...any) { b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerSlog) Infof(string, ...any)        {}
+func (b badgerSlog) Debugf(string, ...any)       {}

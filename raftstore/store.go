@@ -1,0 +1,654 @@
+// Package raftstore replicates a path-addressed JSON document tree with
+// hashicorp/raft over Badger. It owns the Raft log and stable store, the FSM,
+// typed commands, snapshots, the change feed, reads at a chosen consistency
+// and forwarding of writes to the leader. It imports nothing of ours.
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// maxEntrySize bounds one proposed command; it fits one Badger transaction of
+// the tree database several times over (see openTreeDB).
+const maxEntrySize = 4 << 20
+
+// Tuning holds the Raft knobs we expose. Zero values take the defaults of
+// DefaultTuning; docs/design.md explains the choices.
+type Tuning struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	MaxAppendEntries   int
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+}
+
+// DefaultTuning favours throughput (batched applies, large appends) and
+// follower freshness (a short commit timeout) on a LAN.
+func DefaultTuning() Tuning {
+	return Tuning{
+		HeartbeatTimeout:   1000 * time.Millisecond,
+		ElectionTimeout:    1000 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+		MaxAppendEntries:   512,
+		SnapshotThreshold:  16384,
+		SnapshotInterval:   60 * time.Second,
+		TrailingLogs:       10240,
+	}
+}
+
+func (t Tuning) withDefaults() Tuning {
+	d := DefaultTuning()
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = d.HeartbeatTimeout
+	}
+	if t.ElectionTimeout == 0 {
+		t.ElectionTimeout = d.ElectionTimeout
+	}
+	if t.LeaderLeaseTimeout == 0 {
+		t.LeaderLeaseTimeout = d.LeaderLeaseTimeout
+	}
+	if t.CommitTimeout == 0 {
+		t.CommitTimeout = d.CommitTimeout
+	}
+	if t.MaxAppendEntries == 0 {
+		t.MaxAppendEntries = d.MaxAppendEntries
+	}
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if t.SnapshotInterval == 0 {
+		t.SnapshotInterval = d.SnapshotInterval
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = d.TrailingLogs
+	}
+	return t
+}
+
+// Config configures one node's store.
+type Config struct {
+	// NodeID is this node's stable Raft server id. Required.
+	NodeID string
+	// Dir holds raft/ (log and stable store), snapshots/ and tree/. Required.
+	Dir string
+	// RaftBind is the TCP address the Raft transport listens on. Required
+	// unless Transport is given.
+	RaftBind string
+	// RaftAdvertise is the address other nodes dial; defaults to RaftBind.
+	RaftAdvertise string
+	// HTTPAdvertise is this node's base URL for node-to-node calls. Required.
+	HTTPAdvertise string
+	// Bootstrap makes a node without state start a cluster of one.
+	Bootstrap bool
+	// Secret authenticates node-to-node HTTP calls. Empty refuses them all.
+	Secret string
+	// Voter is false for edge nodes (non-voters); informational here.
+	Voter bool
+	// OnLeader runs in its own goroutine whenever this node becomes leader,
+	// after a Barrier; its ctx is cancelled when leadership is lost.
+	OnLeader func(ctx context.Context)
+	Tuning   Tuning
+	Logger   *slog.Logger
+	// RaftListener, when set, is used for the Raft transport instead of
+	// binding RaftBind; RaftAdvertise still names what others dial.
+	RaftListener net.Listener
+	// Transport overrides the TCP transport entirely (tests).
+	Transport raft.Transport
+	// HTTPClient is used for forwarding; defaults to a pooled client.
+	HTTPClient *http.Client
+}
+
+// Store is one node's replica of the tree.
+type Store struct {
+	cfg       Config
+	logger    *slog.Logger
+	raft      *raft.Raft
+	logs      *LogStore
+	fsm       *fsm
+	feed      *Feed
+	transport raft.Transport
+	client    *http.Client
+
+	leader      atomic.Pointer[leadership]
+	readIdx     *coalescer // leader: VerifyLeader; follower: ask the leader
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	hadState    bool
+	closeOnce   sync.Once
+	shutdownErr error
+}
+
+// leadership is one term of this node as leader.
+type leadership struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	ready  chan struct{} // closed after the Barrier: reads may be served
+}
+
+// Open starts the node's Raft instance over its on-disk state.
+func Open(cfg Config) (*Store, error) {
+	if cfg.NodeID == "" || cfg.Dir == "" || cfg.HTTPAdvertise == "" {
+		return nil, errors.New("raftstore: NodeID, Dir and HTTPAdvertise are required")
+	}
+	if cfg.Transport == nil && cfg.RaftListener == nil && cfg.RaftBind == "" {
+		return nil, errors.New("raftstore: RaftBind, RaftListener or Transport is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.RaftAdvertise == "" {
+		cfg.RaftAdvertise = cfg.RaftBind
+	}
+	cfg.Tuning = cfg.Tuning.withDefaults()
+	logger := cfg.Logger
+	s := &Store{cfg: cfg, logger: logger, feed: NewFeed(), stop: make(chan struct{}), client: cfg.HTTPClient}
+	if s.client == nil {
+		s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	var err error
+	if s.logs, err = OpenLogStore(filepath.Join(cfg.Dir, "raft"), logger); err != nil {
+		return nil, err
+	}
+	if s.fsm, err = openFSM(filepath.Join(cfg.Dir, "tree"), logger, s.feed); err != nil {
+		_ = s.logs.Close()
+		return nil, err
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{logger.With("component", "raft")}})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hlog)
+	if err != nil {
+		s.closeStores()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	s.transport = cfg.Transport
+	if s.transport == nil && cfg.RaftListener != nil {
+		var adv net.Addr
+		if cfg.RaftAdvertise != "" {
+			if adv, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+				s.closeStores()
+				return nil, fmt.Errorf("resolve raft advertise address %q: %w", cfg.RaftAdvertise, err)
+			}
+		}
+		s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: &listenerLayer{Listener: cfg.RaftListener, advertise: adv}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+		})
+	}
+	if s.transport == nil {
+		adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+		if err != nil {
+			s.closeStores()
+			return nil, fmt.Errorf("resolve raft advertise address %q: %w", cfg.RaftAdvertise, err)
+		}
+		tr, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 8, 10*time.Second, hlog)
+		if err != nil {
+			s.closeStores()
+			return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
+		}
+		s.transport = tr
+	}
+
+	t := cfg.Tuning
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout, rc.ElectionTimeout = t.HeartbeatTimeout, t.ElectionTimeout
+	rc.LeaderLeaseTimeout, rc.CommitTimeout = t.LeaderLeaseTimeout, t.CommitTimeout
+	rc.MaxAppendEntries, rc.BatchApplyCh = t.MaxAppendEntries, true
+	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = t.SnapshotThreshold, t.SnapshotInterval, t.TrailingLogs
+	// Our tree is persistent and knows its applied index, so a restart replays
+	// only the log tail over it instead of reloading the last snapshot.
+	rc.NoSnapshotRestoreOnStart = true
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+
+	hasState, err := raft.HasExistingState(s.logs, s.logs, snaps)
+	if err != nil {
+		s.closeStores()
+		return nil, fmt.Errorf("inspect raft state: %w", err)
+	}
+	s.hadState = hasState
+	s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.logs, snaps, s.transport)
+	if err != nil {
+		s.closeStores()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	if !hasState && cfg.Bootstrap {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: s.transport.LocalAddr(), Suffrage: raft.Voter}}}
+		if err := s.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			_ = s.Close()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	s.readIdx = newCoalescer(s.fetchReadIndex)
+	s.wg.Add(1)
+	go s.watchLeadership(notify)
+	return s, nil
+}
+
+// HasState reports whether this node already belongs to a cluster (it has a
+// Raft configuration), so that a restart does not try to join again.
+func (s *Store) HasState() bool { return s.hadState }
+
+func (s *Store) closeStores() {
+	if s.fsm != nil {
+		_ = s.fsm.close()
+	}
+	if s.logs != nil {
+		_ = s.logs.Close()
+	}
+}
+
+// Close stops Raft and closes the databases.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		if s.raft != nil {
+			s.shutdownErr = s.raft.Shutdown().Error()
+		}
+		if l := s.leader.Swap(nil); l != nil {
+			l.cancel()
+		}
+		s.wg.Wait()
+		if c, ok := s.transport.(io.Closer); ok {
+			_ = c.Close()
+		}
+		s.closeStores()
+	})
+	if s.shutdownErr != nil {
+		return fmt.Errorf("raft shutdown: %w", s.shutdownErr)
+	}
+	return nil
+}
+
+// NodeID returns this node's id.
+func (s *Store) NodeID() string { return s.cfg.NodeID }
+
+// Feed returns the change feed of committed batches.
+func (s *Store) Feed() *Feed { return s.feed }
+
+// AppliedIndex is the revision of the last entry applied on this node.
+func (s *Store) AppliedIndex() uint64 { return s.fsm.applied.get() }
+
+// WaitApplied blocks until this node has applied idx.
+func (s *Store) WaitApplied(ctx context.Context, idx uint64) error {
+	return s.fsm.applied.wait(ctx, idx)
+}
+
+// IsLeader reports whether this node is the Raft leader now.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// LeaderID returns the current leader's id, or "" when none is known.
+func (s *Store) LeaderID() string {
+	_, id := s.raft.LeaderWithID()
+	return string(id)
+}
+
+// watchLeadership turns NotifyCh into establish/revoke of leader duties.
+func (s *Store) watchLeadership(notify <-chan bool) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case isLeader := <-notify:
+			if old := s.leader.Swap(nil); old != nil {
+				old.cancel()
+			}
+			if !isLeader {
+				s.logger.Info("lost leadership")
+				continue
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			l := &leadership{ctx: ctx, cancel: cancel, ready: make(chan struct{})}
+			s.leader.Store(l)
+			s.wg.Add(1)
+			go s.establish(l)
+		}
+	}
+}
+
+// establish commits a barrier so that everything from earlier terms is applied
+// before this leader serves strong reads or starts leader-only work.
+func (s *Store) establish(l *leadership) {
+	defer s.wg.Done()
+	for {
+		err := s.raft.Barrier(10 * time.Second).Error()
+		if err == nil {
+			break
+		}
+		s.logger.Warn("leader barrier failed", "err", err)
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	close(l.ready)
+	s.logger.Info("gained leadership", "applied", s.AppliedIndex())
+	if s.cfg.OnLeader != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.cfg.OnLeader(l.ctx)
+		}()
+	}
+}
+
+// Txn proposes a transaction (forwarding it to the leader when this node is
+// not the leader) and returns its deterministic result.
+func (s *Store) Txn(ctx context.Context, t *Txn) (*TxnResult, error) {
+	b, err := EncodeTxn(t)
+	if err != nil {
+		return nil, err
+	}
+	return s.Propose(ctx, b)
+}
+
+// Propose commits an encoded command and returns the FSM's result. It retries
+// only where the command certainly was not appended (no leader yet, a leader
+// that refused it); after that an error is ErrUnknownOutcome.
+func (s *Store) Propose(ctx context.Context, cmd []byte) (*TxnResult, error) {
+	if len(cmd) > maxEntrySize {
+		return nil, ErrEntryTooLarge
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		var res *TxnResult
+		var err error
+		if s.IsLeader() {
+			res, err = s.applyLocal(ctx, cmd)
+		} else {
+			res, err = s.forwardPropose(ctx, cmd)
+		}
+		if !errors.Is(err, errRetry) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ErrNoLeader
+		case <-s.stop:
+			return nil, ErrClosed
+		case <-time.After(backoff):
+		}
+		if backoff < 200*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+// errRetry marks a proposal that was certainly not appended.
+var errRetry = errors.New("retry proposal")
+
+func (s *Store) applyLocal(ctx context.Context, cmd []byte) (*TxnResult, error) {
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, ErrNoLeader
+		}
+	}
+	f := s.raft.Apply(cmd, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, errRetry
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return nil, ErrClosed
+		default:
+			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		}
+	}
+	res, ok := f.Response().(*TxnResult)
+	if !ok {
+		return nil, fmt.Errorf("%w: unexpected fsm response %T", ErrUnknownOutcome, f.Response())
+	}
+	return res, nil
+}
+
+// Consistency selects how fresh a read must be.
+type Consistency int
+
+const (
+	// Strong reads are linearizable: they see every write acknowledged before
+	// the read began, on any node.
+	Strong Consistency = iota
+	// Local reads serve this node's applied state as it is (maybe stale).
+	Local
+)
+
+// WaitRead blocks until this node's state is fresh enough for a read of the
+// given consistency that must also include revision minRev (0: none).
+func (s *Store) WaitRead(ctx context.Context, c Consistency, minRev uint64) error {
+	if minRev > 0 {
+		if err := s.fsm.applied.wait(ctx, minRev); err != nil {
+			return ErrTimeout
+		}
+	}
+	if c == Local {
+		return nil
+	}
+	idx, err := s.ReadIndex(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.fsm.applied.wait(ctx, idx); err != nil {
+		return ErrTimeout
+	}
+	return nil
+}
+
+// ReadIndex returns an index such that state applied up to it reflects every
+// write acknowledged before the call. Concurrent calls share one round trip.
+func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
+	return s.readIdx.do(ctx)
+}
+
+// fetchReadIndex is one coalesced round: on the leader, capture the applied
+// index and then confirm leadership with a quorum; on a follower, ask the leader.
+func (s *Store) fetchReadIndex(ctx context.Context) (uint64, error) {
+	if s.IsLeader() {
+		return s.leaderReadIndex(ctx)
+	}
+	return s.forwardReadIndex(ctx)
+}
+
+func (s *Store) leaderReadIndex(ctx context.Context) (uint64, error) {
+	l := s.leader.Load()
+	if l == nil {
+		return 0, ErrNotLeader
+	}
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return 0, ErrTimeout
+	}
+	// Every acknowledged write was applied here before it was acknowledged,
+	// so the applied index, taken before leadership is confirmed, covers them.
+	idx := s.fsm.applied.get()
+	if err := s.raft.VerifyLeader().Error(); err != nil {
+		return 0, ErrNotLeader
+	}
+	return idx, nil
+}
+
+// Get reads one document (full path) from this node's applied state.
+func (s *Store) Get(path string) (*Document, error) {
+	var doc *Document
+	err := s.fsm.view(func(txn *badger.Txn) error {
+		var err error
+		doc, err = getDoc(txn, path)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	return doc, nil
+}
+
+// List returns up to limit direct children of parent (a full path) whose last
+// segment sorts after `after`, and the name to continue after ("" when done).
+func (s *Store) List(parent, after string, limit int) ([]*Document, string, error) {
+	var docs []*Document
+	var next string
+	err := s.fsm.view(func(txn *badger.Txn) error {
+		var err error
+		docs, next, err = listChildren(txn, parent, after, limit)
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list %q: %w", parent, err)
+	}
+	return docs, next, nil
+}
+
+// Backup writes a consistent Badger backup of the tree, taken after a strong
+// sync, to w.
+func (s *Store) Backup(ctx context.Context, w io.Writer) (uint64, error) {
+	if err := s.WaitRead(ctx, Strong, 0); err != nil {
+		return 0, err
+	}
+	s.fsm.mu.RLock()
+	defer s.fsm.mu.RUnlock()
+	idx := s.fsm.applied.get()
+	if _, err := s.fsm.db.Backup(w, 0); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	return idx, nil
+}
+
+// TransferLeadership hands leadership to another voter (graceful shutdown).
+func (s *Store) TransferLeadership() error {
+	if !s.IsLeader() {
+		return nil
+	}
+	if err := s.raft.LeadershipTransfer().Error(); err != nil {
+		return fmt.Errorf("transfer leadership: %w", err)
+	}
+	return nil
+}
+
+// Snapshot forces a Raft snapshot now (operators and tests).
+func (s *Store) Snapshot() error {
+	if err := s.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// NodeRecord is what the cluster knows about a member, kept in the tree at
+// NodeRecordPath(id) so that every node can find every other's HTTP address.
+type NodeRecord struct {
+	ID       string `json:"id"`
+	HTTPAddr string `json:"httpAddr"`
+	RaftAddr string `json:"raftAddr"`
+	Voter    bool   `json:"voter"`
+}
+
+// SystemPrefix is the reserved root of cluster-wide system state.
+const SystemPrefix = "_sys"
+
+// NodeRecordPath is where a member's NodeRecord lives.
+func NodeRecordPath(id string) string { return SystemPrefix + "/nodes/" + id }
+
+// EnsureNodeRecord makes sure the tree holds this node's current addresses;
+// it retries until ctx ends, since forwarding depends on it.
+func (s *Store) EnsureNodeRecord(ctx context.Context) error {
+	rec := NodeRecord{ID: s.cfg.NodeID, HTTPAddr: s.cfg.HTTPAdvertise, RaftAddr: string(s.transport.LocalAddr()), Voter: s.cfg.Voter}
+	want, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode node record: %w", err)
+	}
+	for {
+		err := s.ensureRecord(ctx, want)
+		if err == nil {
+			return nil
+		}
+		s.logger.Debug("node record not registered yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("register node record: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) ensureRecord(ctx context.Context, want []byte) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.WaitRead(cctx, Strong, 0); err != nil {
+		return err
+	}
+	cur, err := s.Get(NodeRecordPath(s.cfg.NodeID))
+	if err != nil {
+		return err
+	}
+	if cur != nil && string(cur.Data) == string(want) {
+		return nil
+	}
+	res, err := s.Txn(cctx, &Txn{Time: time.Now().UnixNano(), Ops: []Op{{Kind: OpPut, Path: NodeRecordPath(s.cfg.NodeID), Data: want}}})
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		return fmt.Errorf("node record refused: %s", res.Err)
+	}
+	return nil
+}
+
+// nodeHTTPAddr finds a member's HTTP base URL from its record.
+func (s *Store) nodeHTTPAddr(id string) (string, error) {
+	if id == "" {
+		return "", ErrNoLeader
+	}
+	doc, err := s.Get(NodeRecordPath(id))
+	if err != nil {
+		return "", err
+	}
+	if doc == nil {
+		return "", fmt.Errorf("%w: no address known for %s", ErrNoLeader, id)
+	}
+	var rec NodeRecord
+	if err := json.Unmarshal(doc.Data, &rec); err != nil {
+		return "", fmt.Errorf("decode node record %s: %w", id, err)
+	}
+	return strings.TrimRight(rec.HTTPAddr, "/"), nil
+}
+
+// slogWriter turns hclog's text lines into slog records.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(line, "[ERROR]"):
+		w.l.Error(line)
+	case strings.Contains(line, "[WARN]"):
+		w.l.Warn(line)
+	default:
+		w.l.Info(line)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,184 @@
+package raftstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// MaxDocumentSize bounds the encoded JSON of one document. It is enforced in
+// Apply so that field updates cannot grow a document past it either.
+const MaxDocumentSize = 1 << 20
+
+// Key layout of the tree database. Every key starts with a one-byte space tag
+// so that documents, metadata and future spaces never collide.
+const (
+	spaceDoc  = 't' // 't' + full path ("projectID/a/b") → encoded document
+	spaceMeta = 'm' // 'm' + name → metadata (last applied index, ...)
+)
+
+var keyApplied = []byte{spaceMeta, 'a', 'p', 'p', 'l', 'i', 'e', 'd'}
+
+func docKey(path string) []byte {
+	k := make([]byte, 0, len(path)+1)
+	k = append(k, spaceDoc)
+	return append(k, path...)
+}
+
+// docHeaderLen is the fixed binary header of a stored document:
+// version(1) revision(8) createRevision(8) createTime(8) updateTime(8).
+const docHeaderLen = 1 + 8*4
+
+const docVersion byte = 1
+
+func encodeDoc(d *Document) []byte {
+	b := make([]byte, docHeaderLen, docHeaderLen+len(d.Data))
+	b[0] = docVersion
+	binary.BigEndian.PutUint64(b[1:], d.Revision)
+	binary.BigEndian.PutUint64(b[9:], d.CreateRevision)
+	binary.BigEndian.PutUint64(b[17:], uint64(d.CreateTime))
+	binary.BigEndian.PutUint64(b[25:], uint64(d.UpdateTime))
+	return append(b, d.Data...)
+}
+
+func decodeDoc(path string, b []byte) (*Document, error) {
+	if len(b) < docHeaderLen || b[0] != docVersion {
+		return nil, fmt.Errorf("decode document %q: bad header", path)
+	}
+	data := make([]byte, len(b)-docHeaderLen)
+	copy(data, b[docHeaderLen:])
+	return &Document{
+		Path:           path,
+		Revision:       binary.BigEndian.Uint64(b[1:]),
+		CreateRevision: binary.BigEndian.Uint64(b[9:]),
+		CreateTime:     int64(binary.BigEndian.Uint64(b[17:])),
+		UpdateTime:     int64(binary.BigEndian.Uint64(b[25:])),
+		Data:           data,
+	}, nil
+}
+
+// getDoc reads one document inside txn; (nil, nil) when absent.
+func getDoc(txn *badger.Txn, path string) (*Document, error) {
+	item, err := txn.Get(docKey(path))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", path, err)
+	}
+	var doc *Document
+	err = item.Value(func(v []byte) error {
+		var derr error
+		doc, derr = decodeDoc(path, v)
+		return derr
+	})
+	return doc, err
+}
+
+// listChildren returns up to limit direct children of parent whose name sorts
+// after `after`, and the name to continue from ("" when done). Grandchildren are
+// skipped with one Seek per child subtree, so the cost is in children, not
+// descendants.
+func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document, string, error) {
+	prefix := docKey(parent + "/")
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	it := txn.NewIterator(opts)
+	defer it.Close()
+
+	start := prefix
+	if after != "" {
+		// Seek past "after" and its whole subtree: "after" + "0" is the first key
+		// greater than every "after/..." key ('0' == '/'+1).
+		start = append(append(append([]byte{}, prefix...), after...), '0')
+	}
+	var out []*Document
+	for it.Seek(start); it.ValidForPrefix(prefix); {
+		key := it.Item().Key()
+		rest := key[len(prefix):]
+		if i := bytes.IndexByte(rest, '/'); i >= 0 {
+			// A descendant deeper than one level: jump past this child's subtree.
+			next := append(append([]byte{}, key[:len(prefix)+i]...), '0')
+			it.Seek(next)
+			continue
+		}
+		if len(out) == limit {
+			return out, string(out[len(out)-1].Path[len(parent)+1:]), nil
+		}
+		var doc *Document
+		err := it.Item().Value(func(v []byte) error {
+			var derr error
+			doc, derr = decodeDoc(string(key[1:]), v)
+			return derr
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, doc)
+		it.Next()
+	}
+	return out, "", nil
+}
+
+// descendants returns the keys (full paths) of every document strictly below parent.
+func descendants(txn *badger.Txn, parent string) ([]string, error) {
+	prefix := docKey(parent + "/")
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	opts.PrefetchValues = false
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	var out []string
+	for it.Rewind(); it.Valid(); it.Next() {
+		out = append(out, string(it.Item().Key()[1:]))
+	}
+	return out, nil
+}
+
+// editFields applies fn to the top-level fields of a JSON object and
+// re-encodes it. Values are kept verbatim (no float rounding); keys come out
+// sorted, which keeps the encoding deterministic across nodes.
+func editFields(data json.RawMessage, fn func(map[string]json.RawMessage) OpError) (json.RawMessage, OpError) {
+	fields := map[string]json.RawMessage{}
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, ErrCodeInvalid
+	}
+	if code := fn(fields); code != ErrCodeNone {
+		return nil, code
+	}
+	out, err := marshalSorted(fields)
+	if err != nil {
+		return nil, ErrCodeInvalid
+	}
+	return out, ErrCodeNone
+}
+
+// marshalSorted encodes an object with sorted keys and raw values untouched.
+func marshalSorted(fields map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(fields[k])
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
