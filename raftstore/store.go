@@ -59,14 +59,15 @@ func DefaultTuning() Tuning {
 
 func (t Tuning) withDefaults() Tuning {
 	d := DefaultTuning()
-	if t.HeartbeatTimeout == 0 {
-		t.HeartbeatTimeout = d.HeartbeatTimeout
-	}
 	if t.ElectionTimeout == 0 {
 		t.ElectionTimeout = d.ElectionTimeout
 	}
+	if t.HeartbeatTimeout == 0 {
+		// Raft requires heartbeat <= election timeout; one knob sets both.
+		t.HeartbeatTimeout = t.ElectionTimeout
+	}
 	if t.LeaderLeaseTimeout == 0 {
-		t.LeaderLeaseTimeout = d.LeaderLeaseTimeout
+		t.LeaderLeaseTimeout = t.HeartbeatTimeout / 2
 	}
 	if t.CommitTimeout == 0 {
 		t.CommitTimeout = d.CommitTimeout

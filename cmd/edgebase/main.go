@@ -139,6 +139,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.ClusterSecret, "cluster-secret", "", "shared secret authenticating node-to-node calls")
 	fs.BoolVar(&cfg.Dev, "dev", false, "development mode: create and print a demo project")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	// Raft tuning (operators rarely need these; tests make snapshots frequent).
+	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")
+	fs.Uint64Var(&cfg.Tuning.TrailingLogs, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 10240)")
+	fs.DurationVar(&cfg.Tuning.SnapshotInterval, "raft-snapshot-interval", 0, "how often to check whether to snapshot (default 60s)")
+	fs.DurationVar(&cfg.Tuning.ElectionTimeout, "raft-election-timeout", 0, "election and heartbeat timeout (default 1s)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
