@@ -185,30 +185,23 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	s.transport = cfg.Transport
-	if s.transport == nil && cfg.RaftListener != nil {
-		var adv net.Addr
-		if cfg.RaftAdvertise != "" {
-			if adv, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+	if s.transport == nil {
+		ln := cfg.RaftListener
+		if ln == nil {
+			if ln, err = net.Listen("tcp", cfg.RaftBind); err != nil {
 				s.closeStores()
-				return nil, fmt.Errorf("resolve raft advertise address %q: %w", cfg.RaftAdvertise, err)
+				return nil, fmt.Errorf("raft listen on %s: %w", cfg.RaftBind, err)
 			}
 		}
+		// The advertised address stays a host name ("n3:7000"), never resolved
+		// here: a container that comes back on another IP keeps its identity.
+		var adv net.Addr
+		if cfg.RaftAdvertise != "" {
+			adv = hostAddr(cfg.RaftAdvertise)
+		}
 		s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: &listenerLayer{Listener: cfg.RaftListener, advertise: adv}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+			Stream: &listenerLayer{Listener: ln, advertise: adv}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
 		})
-	}
-	if s.transport == nil {
-		adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
-		if err != nil {
-			s.closeStores()
-			return nil, fmt.Errorf("resolve raft advertise address %q: %w", cfg.RaftAdvertise, err)
-		}
-		tr, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 8, 10*time.Second, hlog)
-		if err != nil {
-			s.closeStores()
-			return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
-		}
-		s.transport = tr
 	}
 
 	t := cfg.Tuning

@@ -25,3 +25,10 @@ func (l *listenerLayer) Addr() net.Addr {
 	}
 	return l.Listener.Addr()
 }
+
+// hostAddr is an advertised "host:port" kept as written; it is resolved on
+// every dial, so DNS changes (container restarts) are followed.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
