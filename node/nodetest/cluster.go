@@ -64,7 +64,7 @@ func FastTuning() raftstore.Tuning {
 	return raftstore.Tuning{
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 250 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 	}
 }
