@@ -1,0 +1,48 @@
+# edgebase developer targets. `make test` is the whole test suite (what CI runs).
+
+GO          ?= go
+GOBIN_DIR   := $(shell $(GO) env GOPATH)/bin
+STATICCHECK ?= $(GOBIN_DIR)/staticcheck
+IMAGE       ?= edgebase:dev
+CA_BUNDLE   ?= /etc/ssl/certs/ca-certificates.crt
+# docker-compose (v1) where it is installed, else the compose plugin.
+COMPOSE     ?= $(shell if command -v docker-compose >/dev/null 2>&1; then echo docker-compose; else echo docker compose; fi)
+
+.PHONY: build run test bench image compose-up compose-down clean
+
+## build: static binary at ./bin/edgebase
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/edgebase ./cmd/edgebase
+
+## run: a single-node development server with a demo project
+run:
+	$(GO) run ./cmd/edgebase serve --dev
+
+## test: vet, staticcheck and every test with the race detector
+test:
+	$(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
+
+## bench: the load generator against a running server
+bench:
+	$(GO) run ./bench
+
+## image: the FROM scratch image $(IMAGE), from files staged in bin/image/
+image:
+	rm -rf bin/image
+	mkdir -p bin/image/data
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/image/edgebase ./cmd/edgebase
+	cp $(CA_BUNDLE) bin/image/ca-certificates.crt
+	chmod 0755 bin/image/edgebase bin/image/data
+	chmod 0644 bin/image/ca-certificates.crt
+	docker build -t $(IMAGE) .
+
+## compose-up: build the image, then start the 3-voter + 1-edge cluster of docker-compose.yml
+compose-up: image
+	$(COMPOSE) -f docker-compose.yml up -d
+
+## compose-down: stop it and delete its volumes
+compose-down:
+	$(COMPOSE) -f docker-compose.yml down -v
+
+clean:
+	rm -rf bin
