@@ -243,12 +243,9 @@ func TestComposeCluster(t *testing.T) {
 	h.agreeOnLeader(services, "")
 
 	// 7. A node that comes back on another IP address (a recreated or
-	// restarted container need not get its old one) must rejoin. Enabled
-	// with EDGEBASE_E2E_ADDRESS_CHANGE=1 until the server keeps peers' Raft
-	// addresses as the advertised host names rather than resolved IPs.
-	if os.Getenv("EDGEBASE_E2E_ADDRESS_CHANGE") == "1" {
-		h.addressChange(without(voters, third)[0])
-	}
+	// restarted container need not get its old one) must rejoin: Raft keeps
+	// the advertised host name, not the IP it resolved to once.
+	h.addressChange(without(voters, third)[0])
 }
 
 // addressChange stops a follower, parks a placeholder container on its IP

@@ -30,7 +30,7 @@ func (s *Server) projectKey(ctx context.Context, r *http.Request) (string, error
 	if pid == "" || key == "" {
 		return "", auth.ErrMissingAPIKey
 	}
-	if err := s.store.WaitRead(ctx, raftstore.Strong, 0); err != nil {
+	if err := s.waitRead(ctx, raftstore.Strong, 0); err != nil {
 		return "", err
 	}
 	return pid, s.accounts.CheckAPIKey(pid, key)

@@ -65,12 +65,12 @@ func (s *Server) principal(ctx context.Context, r *http.Request, c raftstore.Con
 	if tok == "" {
 		return nil, auth.ErrMissingToken
 	}
-	if err := s.store.WaitRead(ctx, c, minRev); err != nil {
+	if err := s.waitRead(ctx, c, minRev); err != nil {
 		return nil, err
 	}
 	p, err := s.accounts.Authenticate(tok)
 	if errors.Is(err, auth.ErrInvalidToken) && c == raftstore.Local {
-		if err := s.store.WaitRead(ctx, raftstore.Strong, 0); err != nil {
+		if err := s.waitRead(ctx, raftstore.Strong, 0); err != nil {
 			return nil, err
 		}
 		p, err = s.accounts.Authenticate(tok)
@@ -87,6 +87,15 @@ func (s *Server) principal(ctx context.Context, r *http.Request, c raftstore.Con
 		}
 	}
 	return p, nil
+}
+
+// waitRead brings this node to the wanted freshness, bounded by the read
+// timeout so that an unreachable X-Min-Revision or a leaderless cluster
+// answers 503 instead of hanging.
+func (s *Server) waitRead(ctx context.Context, c raftstore.Consistency, minRev uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.readTimeout)
+	defer cancel()
+	return s.store.WaitRead(ctx, c, minRev)
 }
 
 func authInfo(p *auth.Principal) auth.AuthInfo {

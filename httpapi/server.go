@@ -61,6 +61,8 @@ type Config struct {
 	Logger     *slog.Logger
 	// WriteTimeout bounds how long a write waits for commit (default 10 s).
 	WriteTimeout time.Duration
+	// ReadTimeout bounds how long a read waits for consistency (default 5 s).
+	ReadTimeout time.Duration
 }
 
 // Server is the HTTP API of one node.
@@ -72,6 +74,7 @@ type Server struct {
 	limits       Limits
 	logger       *slog.Logger
 	writeTimeout time.Duration
+	readTimeout  time.Duration
 	mux          *http.ServeMux
 }
 
@@ -86,8 +89,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 5 * time.Second
+	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
-		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, mux: http.NewServeMux()}
+		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }
