@@ -220,9 +220,13 @@ func (n *Node) Close(ctx context.Context) error {
 			n.logger.Warn("leadership transfer on shutdown failed", "err", err)
 		}
 		n.cancel()
-		if err := n.httpSrv.Shutdown(ctx); err != nil {
+		// Drain in-flight requests briefly. Shutdown counts connections that
+		// never sent a request as busy for 5 s, so cap the wait and then close.
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := n.httpSrv.Shutdown(sctx); err != nil {
 			_ = n.httpSrv.Close()
 		}
+		scancel()
 		n.closeErr = n.Store.Close()
 		n.wg.Wait()
 	})
