@@ -154,27 +154,24 @@ func (s *Store) forwardPropose(ctx context.Context, cmd []byte) (*TxnResult, err
 	}
 }
 
+// forwardReadIndex asks the leader for its read index once; errRetry when no
+// leader is known or the target is not (yet) the leader.
 func (s *Store) forwardReadIndex(ctx context.Context) (uint64, error) {
-	for {
-		base, err := s.leaderURL()
-		if err == nil {
-			var out struct {
-				Index uint64 `json:"index"`
-			}
-			_, err = s.internalCall(ctx, base, "readindex", nil, &out)
-			if err == nil {
-				return out.Index, nil
-			}
-		}
-		if !errors.Is(err, errRetry) {
-			return 0, ErrNoLeader
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ErrNoLeader
-		case <-time.After(20 * time.Millisecond):
-		}
+	base, err := s.leaderURL()
+	if err != nil {
+		return 0, err
 	}
+	var out struct {
+		Index uint64 `json:"index"`
+	}
+	if _, err := s.internalCall(ctx, base, "readindex", nil, &out); err != nil {
+		if errors.Is(err, errRetry) || errors.Is(err, ErrForbidden) {
+			return 0, err
+		}
+		// The leader did not answer: it may be gone; look again.
+		return 0, errRetry
+	}
+	return out.Index, nil
 }
 
 // JoinRequest asks the cluster to add a node.
@@ -372,6 +369,7 @@ func (s *Store) InternalHandler() http.Handler {
 		}
 		idx, err := s.leaderReadIndex(r.Context())
 		if err != nil {
+			// Not (or no longer) an established leader: the caller retries.
 			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
 			return
 		}

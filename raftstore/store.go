@@ -461,18 +461,37 @@ func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 }
 
 // fetchReadIndex is one coalesced round: on the leader, capture the applied
-// index and then confirm leadership with a quorum; on a follower, ask the leader.
+// index and then confirm leadership with a quorum; on a follower, ask the
+// leader. Leadership is re-checked on every try, so a follower that wins the
+// election during the round answers as leader instead of asking itself.
 func (s *Store) fetchReadIndex(ctx context.Context) (uint64, error) {
-	if s.IsLeader() {
-		return s.leaderReadIndex(ctx)
+	for {
+		var idx uint64
+		var err error
+		if s.IsLeader() {
+			idx, err = s.leaderReadIndex(ctx)
+		} else {
+			idx, err = s.forwardReadIndex(ctx)
+		}
+		if !errors.Is(err, errRetry) {
+			return idx, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ErrNoLeader
+		case <-s.stop:
+			return 0, ErrClosed
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	return s.forwardReadIndex(ctx)
 }
 
+// leaderReadIndex answers errRetry while this node's leadership is not (or no
+// longer) established, so callers try again as leader or as follower.
 func (s *Store) leaderReadIndex(ctx context.Context) (uint64, error) {
 	l := s.leader.Load()
 	if l == nil {
-		return 0, ErrNotLeader
+		return 0, errRetry
 	}
 	select {
 	case <-l.ready:
@@ -483,7 +502,7 @@ func (s *Store) leaderReadIndex(ctx context.Context) (uint64, error) {
 	// so the applied index, taken before leadership is confirmed, covers them.
 	idx := s.fsm.applied.get()
 	if err := s.raft.VerifyLeader().Error(); err != nil {
-		return 0, ErrNotLeader
+		return 0, errRetry
 	}
 	return idx, nil
 }
