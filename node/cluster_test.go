@@ -25,14 +25,22 @@ type doc struct {
 func bearerH(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 
 // mustWrite writes one document through member i and returns its revision.
+// A 503 (an election under load) is retried for up to 10 s: these puts are
+// idempotent, and the tests using this helper check state, not availability.
 func mustWrite(t *testing.T, c *nodetest.Cluster, i int, tok, coll string, data any) uint64 {
 	t.Helper()
-	var d doc
-	st := c.Do(i, http.MethodPost, "/api/db", bearerH(tok), map[string]any{"collection": coll, "data": data}, &d)
-	if st != http.StatusCreated && st != http.StatusOK {
-		t.Fatalf("write %s via %s: status %d", coll, c.Nodes[i].ID, st)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var d doc
+		st := c.Do(i, http.MethodPost, "/api/db", bearerH(tok), map[string]any{"collection": coll, "data": data}, &d)
+		if st == http.StatusCreated || st == http.StatusOK {
+			return d.Revision
+		}
+		if st != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("write %s via %s: status %d", coll, c.Nodes[i].ID, st)
+		}
+		time.Sleep(50 * time.Millisecond) // pacing retries during an election
 	}
-	return d.Revision
 }
 
 // mustRead reads one document through member i (strong by default).
@@ -268,12 +276,13 @@ func assertSameListing(t *testing.T, c *nodetest.Cluster, tok, parent string, mi
 	}
 }
 
+// Not parallel: frequent snapshots on top of other clusters on a 2-core
+// machine under -race starve heartbeats and make elections flap.
 func TestFollowerBehindSnapshotCatchesUp(t *testing.T) {
-	t.Parallel()
 	tun := nodetest.FastTuning()
 	tun.SnapshotThreshold = 32
 	tun.TrailingLogs = 8
-	tun.SnapshotInterval = 200 * time.Millisecond
+	tun.SnapshotInterval = time.Second
 	c := nodetest.Start(t, nodetest.Options{Voters: 3, Tuning: tun})
 	p := c.CreateProject(0)
 	leader := c.Leader(10 * time.Second)
