@@ -1,0 +1,663 @@
+// Package process runs the real edgebase binary as separate OS processes on
+// loopback and kills them with SIGKILL: the multi-process counterpart of the
+// in-process node/nodetest harness.
+package process
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	adminToken    = "process-e2e-admin-token"
+	clusterSecret = "process-e2e-cluster-secret"
+	ownerEmail    = "owner@example.com"
+	ownerPassword = "owner password 123"
+)
+
+// binPath is the edgebase binary TestMain builds once for the package.
+var binPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		fmt.Fprintf(os.Stderr, "process e2e: cannot locate go.mod (go env GOMOD: %q, %v)\n", gomod, err)
+		return 1
+	}
+	root := filepath.Dir(gomod)
+	tmp, err := os.MkdirTemp("", "edgebase-process-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "process e2e:", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	binPath = filepath.Join(tmp, "edgebase")
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/edgebase")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	start := time.Now()
+	if b, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "process e2e: go build ./cmd/edgebase: %v\n%s", err, b)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "process e2e: built %s in %v\n", binPath, time.Since(start).Round(time.Millisecond))
+	return m.Run()
+}
+
+// checkFor calls f every step until it returns nil, failing the test with
+// f's last error once total has passed. It returns how long it took.
+func checkFor(t *testing.T, total, step time.Duration, f func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(total)
+	for {
+		err := f()
+		if err == nil {
+			return time.Since(start)
+		}
+		if !time.Now().Add(step).Before(deadline) {
+			t.Fatalf("condition not met within %v: %v", total, err)
+		}
+		time.Sleep(step)
+	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ---- HTTP ----
+
+// httpClient is used for every call but the writer's; each call also has a
+// context deadline.
+var httpClient = &http.Client{Timeout: 15 * time.Second}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r *response) String() string {
+	return fmt.Sprintf("%d %s", r.status, bytes.TrimSpace(r.body))
+}
+
+// doJSON sends body (nil: none) as JSON and reads the whole answer, within
+// timeout and ctx.
+func doJSON(ctx context.Context, client *http.Client, timeout time.Duration, method, u string, headers map[string]string, body any) (*response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read body: %w", method, u, err)
+	}
+	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// ---- processes ----
+
+// proc is one node slot: id, ports, data dir and flags survive restarts.
+type proc struct {
+	t        *testing.T
+	id       string
+	dataDir  string
+	httpPort int
+	raftPort int
+	args     []string
+	env      []string
+	logPath  string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the current process has exited
+	waitErr error
+	starts  int
+}
+
+func (p *proc) url() string { return fmt.Sprintf("http://127.0.0.1:%d", p.httpPort) }
+
+// running reports whether the current process has not exited.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// mustStart launches the process with its flags (the same every time).
+func (p *proc) mustStart() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		select {
+		case <-p.done:
+		default:
+			p.t.Fatalf("start %s: already running (pid %d)", p.id, p.cmd.Process.Pid)
+		}
+	}
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		p.t.Fatalf("open log of %s: %v", p.id, err)
+	}
+	p.starts++
+	fmt.Fprintf(f, "==== start #%d of %s at %s: edgebase %s\n", p.starts, p.id, time.Now().Format(time.RFC3339Nano), strings.Join(p.args, " "))
+	cmd := exec.Command(binPath, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		p.t.Fatalf("start %s: %v", p.id, err)
+	}
+	_ = f.Close() // the child holds its own descriptor
+	done := make(chan struct{})
+	p.cmd, p.done, p.waitErr = cmd, done, nil
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.waitErr = err
+		p.mu.Unlock()
+		close(done)
+	}()
+}
+
+// mustKill9 sends SIGKILL and waits until the process is gone.
+func (p *proc) mustKill9() {
+	p.t.Helper()
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		p.t.Fatalf("kill %s: never started", p.id)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		p.t.Fatalf("kill -9 %s: %v", p.id, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.t.Fatalf("kill -9 %s: process did not exit within 10s", p.id)
+	}
+}
+
+// logTail returns the last max bytes of the node's combined output.
+func (p *proc) logTail(max int64) string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return err.Error()
+	}
+	off := int64(0)
+	if st.Size() > max {
+		off = st.Size() - max
+	}
+	b, _ := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
+	if off > 0 {
+		return fmt.Sprintf("(... %d earlier bytes cut ...)\n%s", off, b)
+	}
+	return string(b)
+}
+
+// logContains reports whether the node's output contains s.
+func (p *proc) logContains(s string) bool {
+	b, err := os.ReadFile(p.logPath)
+	return err == nil && bytes.Contains(b, []byte(s))
+}
+
+// ---- cluster ----
+
+type clusterOpts struct {
+	// env is added to every node's environment (EDGEBASE_* tuning).
+	env []string
+}
+
+type cluster struct {
+	t     *testing.T
+	ctx   context.Context // the test's deadline
+	nodes []*proc
+}
+
+func (c *cluster) byID(id string) *proc {
+	for _, p := range c.nodes {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// mustStartCluster starts three voters: n1 bootstraps, n2 and n3 join it.
+// It returns once every node is ready and n1 reports 3 voters and a leader.
+func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
+	t.Helper()
+	base := t.TempDir()
+	c := &cluster{t: t, ctx: ctx}
+	for i := 1; i <= 3; i++ {
+		p := &proc{t: t, id: fmt.Sprintf("n%d", i), dataDir: filepath.Join(base, fmt.Sprintf("n%d", i)),
+			httpPort: freePort(t), raftPort: freePort(t), logPath: filepath.Join(base, fmt.Sprintf("n%d.log", i)), env: opts.env}
+		p.args = []string{"serve",
+			"--node-id", p.id,
+			"--data-dir", p.dataDir,
+			"--http-addr", fmt.Sprintf("127.0.0.1:%d", p.httpPort),
+			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", p.raftPort),
+			"--advertise-http", p.url(),
+			"--advertise-raft", fmt.Sprintf("127.0.0.1:%d", p.raftPort),
+			"--admin-token", adminToken,
+			"--cluster-secret", clusterSecret,
+		}
+		c.nodes = append(c.nodes, p)
+	}
+	for _, p := range c.nodes[1:] {
+		p.args = append(p.args, "--join", c.nodes[0].url())
+	}
+	t.Cleanup(func() {
+		for _, p := range c.nodes {
+			if p.running() {
+				_ = p.cmd.Process.Signal(syscall.SIGKILL)
+				<-p.done
+			}
+		}
+		if t.Failed() || os.Getenv("EDGEBASE_E2E_LOGS") == "1" {
+			for _, p := range c.nodes {
+				t.Logf("---- output of %s (%s) ----\n%s", p.id, p.logPath, p.logTail(48<<10))
+			}
+		}
+	})
+	c.nodes[0].mustStart()
+	c.mustReady(c.nodes[0], 20*time.Second)
+	for _, p := range c.nodes[1:] {
+		p.mustStart()
+	}
+	for _, p := range c.nodes {
+		c.mustReady(p, 30*time.Second)
+	}
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		st, err := c.clusterStatus(c.nodes[0])
+		if err != nil {
+			return err
+		}
+		return st.healthy(3, "")
+	})
+	return c
+}
+
+// mustReady polls p's /readyz until it answers 200, failing early when the
+// process exits.
+func (c *cluster) mustReady(p *proc, total time.Duration) time.Duration {
+	c.t.Helper()
+	return checkFor(c.t, total, 50*time.Millisecond, func() error {
+		if !p.running() {
+			c.t.Fatalf("%s exited while waiting for /readyz: %v\n%s", p.id, p.waitErr, p.logTail(8<<10))
+		}
+		r, err := doJSON(c.ctx, httpClient, 3*time.Second, http.MethodGet, p.url()+"/readyz", nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s /readyz: %w", p.id, err)
+		}
+		if r.status != http.StatusOK {
+			return fmt.Errorf("%s /readyz: %s", p.id, r)
+		}
+		return nil
+	})
+}
+
+type clusterNode struct {
+	ID           string `json:"id"`
+	HTTPAddr     string `json:"httpAddr"`
+	RaftAddr     string `json:"raftAddr"`
+	Voter        bool   `json:"voter"`
+	State        string `json:"state"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+}
+
+type clusterStatus struct {
+	Leader string        `json:"leader"`
+	Nodes  []clusterNode `json:"nodes"`
+}
+
+func (s *clusterStatus) node(id string) *clusterNode {
+	for i := range s.Nodes {
+		if s.Nodes[i].ID == id {
+			return &s.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// healthy checks: voters voters all reachable (leader or follower), a known
+// leader among them, and (when notLeader is set) that leader is not notLeader.
+func (s *clusterStatus) healthy(voters int, notLeader string) error {
+	n, leaderSeen := 0, false
+	for _, m := range s.Nodes {
+		if !m.Voter {
+			continue
+		}
+		n++
+		if m.State != "leader" && m.State != "follower" {
+			return fmt.Errorf("member %s is %q: %+v", m.ID, m.State, *s)
+		}
+		leaderSeen = leaderSeen || m.ID == s.Leader
+	}
+	if n != voters {
+		return fmt.Errorf("want %d voters, have %d: %+v", voters, n, *s)
+	}
+	if s.Leader == "" || !leaderSeen {
+		return fmt.Errorf("no leader among the voters: %+v", *s)
+	}
+	if notLeader != "" && s.Leader == notLeader {
+		return fmt.Errorf("leader is still %s", notLeader)
+	}
+	return nil
+}
+
+// clusterStatus is GET /admin/cluster on p.
+func (c *cluster) clusterStatus(p *proc) (*clusterStatus, error) {
+	r, err := doJSON(c.ctx, httpClient, 5*time.Second, http.MethodGet, p.url()+"/admin/cluster", map[string]string{"Authorization": "Bearer " + adminToken}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s /admin/cluster: %w", p.id, err)
+	}
+	if r.status != http.StatusOK {
+		return nil, fmt.Errorf("%s /admin/cluster: %s", p.id, r)
+	}
+	var st clusterStatus
+	if err := json.Unmarshal(r.body, &st); err != nil {
+		return nil, fmt.Errorf("%s /admin/cluster: decode %q: %w", p.id, r.body, err)
+	}
+	return &st, nil
+}
+
+// mustLeader asks p who leads (polling until a leader is known) and returns
+// that node.
+func (c *cluster) mustLeader(p *proc, total time.Duration) *proc {
+	c.t.Helper()
+	var leader *proc
+	checkFor(c.t, total, 50*time.Millisecond, func() error {
+		st, err := c.clusterStatus(p)
+		if err != nil {
+			return err
+		}
+		if leader = c.byID(st.Leader); leader == nil {
+			return fmt.Errorf("%s knows no leader: %+v", p.id, *st)
+		}
+		return nil
+	})
+	return leader
+}
+
+// ---- project and documents ----
+
+type project struct {
+	ID, APIKey, OwnerID, Token string
+}
+
+func (pr project) headers() map[string]string {
+	return map[string]string{"Authorization": "Bearer " + pr.Token, "X-Project-Id": pr.ID, "X-API-Key": pr.APIKey}
+}
+
+// mustCreateProject runs `edgebase project create --json` against p and logs
+// the owner in through p.
+func (c *cluster) mustCreateProject(p *proc) project {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "project", "create", "--server", p.url(), "--admin-token", adminToken,
+		"--name", "kill-nine", "--owner-email", ownerEmail, "--owner-password", ownerPassword, "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		c.t.Fatalf("edgebase project create: %v\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
+	}
+	var created struct {
+		ProjectID string `json:"projectId"`
+		APIKey    string `json:"apiKey"`
+		OwnerID   string `json:"ownerId"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&created); err != nil {
+		c.t.Fatalf("project create --json: stdout %q is not one JSON object: %v", stdout.Bytes(), err)
+	}
+	if dec.More() {
+		c.t.Fatalf("project create --json: more than one JSON value on stdout: %q", stdout.Bytes())
+	}
+	if created.ProjectID == "" || created.APIKey == "" || created.OwnerID == "" {
+		c.t.Fatalf("project create --json: missing fields: %q", stdout.Bytes())
+	}
+	pr := project{ID: created.ProjectID, APIKey: created.APIKey, OwnerID: created.OwnerID}
+	r, err := doJSON(c.ctx, httpClient, 20*time.Second, http.MethodPost, p.url()+"/api/auth",
+		map[string]string{"X-Project-Id": pr.ID, "X-API-Key": pr.APIKey},
+		map[string]string{"action": "login", "email": ownerEmail, "password": ownerPassword})
+	if err != nil {
+		c.t.Fatalf("owner login on %s: %v", p.id, err)
+	}
+	var login struct {
+		RequiresTotp bool   `json:"requiresTotp"`
+		Token        string `json:"token"`
+		User         struct {
+			ID   string `json:"id"`
+			Role string `json:"role"`
+		} `json:"user"`
+	}
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &login) != nil || login.Token == "" || login.RequiresTotp {
+		c.t.Fatalf("owner login on %s: %s", p.id, r)
+	}
+	if login.User.ID != pr.OwnerID || login.User.Role != "owner" {
+		c.t.Fatalf("owner login on %s: user %+v, want id %s role owner", p.id, login.User, pr.OwnerID)
+	}
+	pr.Token = login.Token
+	return pr
+}
+
+// doc is a document as the API returns it.
+type doc struct {
+	Collection string          `json:"collection"`
+	Data       json.RawMessage `json:"data"`
+	Revision   uint64          `json:"revision"`
+	CreateTime string          `json:"createTime"`
+	UpdateTime string          `json:"updateTime"`
+}
+
+// write creates or replaces one document through p and returns it with its
+// X-Revision (an error unless the answer is 200/201 with a matching revision).
+func (c *cluster) write(p *proc, pr project, coll string, data any) (doc, uint64, error) {
+	var d doc
+	r, err := doJSON(c.ctx, httpClient, 15*time.Second, http.MethodPost, p.url()+"/api/db", pr.headers(),
+		map[string]any{"collection": coll, "data": data})
+	if err != nil {
+		return d, 0, fmt.Errorf("POST /api/db %s on %s: %w", coll, p.id, err)
+	}
+	if r.status != http.StatusOK && r.status != http.StatusCreated {
+		return d, 0, fmt.Errorf("POST /api/db %s on %s: %s", coll, p.id, r)
+	}
+	if err := json.Unmarshal(r.body, &d); err != nil {
+		return d, 0, fmt.Errorf("POST /api/db %s on %s: decode %q: %w", coll, p.id, r.body, err)
+	}
+	rev, err := strconv.ParseUint(r.header.Get("X-Revision"), 10, 64)
+	if err != nil || rev == 0 || rev != d.Revision || d.Collection != coll {
+		return d, 0, fmt.Errorf("POST /api/db %s on %s: X-Revision %q, document %+v", coll, p.id, r.header.Get("X-Revision"), d)
+	}
+	return d, rev, nil
+}
+
+// mustWrite is write that fails the test on error.
+func (c *cluster) mustWrite(p *proc, pr project, coll string, data any) (doc, uint64) {
+	c.t.Helper()
+	d, rev, err := c.write(p, pr, coll, data)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return d, rev
+}
+
+// getDoc reads one document from p; query adds e.g. "&consistency=local".
+func (c *cluster) getDoc(p *proc, pr project, coll, query string, minRev uint64) (*response, error) {
+	h := pr.headers()
+	if minRev > 0 {
+		h["X-Min-Revision"] = strconv.FormatUint(minRev, 10)
+	}
+	return doJSON(c.ctx, httpClient, 15*time.Second, http.MethodGet, p.url()+"/api/db?collection="+url.QueryEscape(coll)+query, h, nil)
+}
+
+// mustListAll pages through the direct children of coll on p with
+// consistency=local after waiting for minRev (X-Min-Revision on every page).
+func (c *cluster) mustListAll(p *proc, pr project, coll string, minRev uint64, pageSize int) []doc {
+	c.t.Helper()
+	var all []doc
+	token := ""
+	for page := 0; ; page++ {
+		if page > 10000 {
+			c.t.Fatalf("list %s on %s: more than 10000 pages", coll, p.id)
+		}
+		q := fmt.Sprintf("&list=true&consistency=local&limit=%d", pageSize)
+		if token != "" {
+			q += "&pageToken=" + url.QueryEscape(token)
+		}
+		r, err := c.getDoc(p, pr, coll, q, minRev)
+		if err != nil {
+			c.t.Fatalf("list %s on %s: %v", coll, p.id, err)
+		}
+		if r.status != http.StatusOK {
+			c.t.Fatalf("list %s on %s (page %d): %s", coll, p.id, page, r)
+		}
+		var out struct {
+			Documents     []doc  `json:"documents"`
+			NextPageToken string `json:"nextPageToken"`
+		}
+		if err := json.Unmarshal(r.body, &out); err != nil {
+			c.t.Fatalf("list %s on %s: decode: %v", coll, p.id, err)
+		}
+		if len(out.Documents) > pageSize {
+			c.t.Fatalf("list %s on %s: %d documents on a page of %d", coll, p.id, len(out.Documents), pageSize)
+		}
+		all = append(all, out.Documents...)
+		if out.NextPageToken == "" {
+			return all
+		}
+		if out.NextPageToken == token {
+			c.t.Fatalf("list %s on %s: page token did not advance", coll, p.id)
+		}
+		token = out.NextPageToken
+	}
+}
+
+// compareListings fails unless every listing equals the first one, field by
+// field, and names the first difference.
+func compareListings(t *testing.T, names []string, lists [][]doc) {
+	t.Helper()
+	ref := lists[0]
+	for k := 1; k < len(lists); k++ {
+		l := lists[k]
+		if len(l) != len(ref) {
+			t.Errorf("listing on %s has %d documents, on %s %d", names[k], len(l), names[0], len(ref))
+		}
+		for i := 0; i < len(l) && i < len(ref); i++ {
+			a, b := ref[i], l[i]
+			if a.Collection != b.Collection || !bytes.Equal(a.Data, b.Data) || a.Revision != b.Revision ||
+				a.CreateTime != b.CreateTime || a.UpdateTime != b.UpdateTime {
+				t.Errorf("document %d differs: %s has %+v (data %s), %s has %+v (data %s)",
+					i, names[0], a, a.Data, names[k], b, b.Data)
+				break
+			}
+		}
+	}
+}
+
+// treeGeneration reads data-dir/tree/CURRENT (-1 when absent).
+func treeGeneration(dataDir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "tree", "CURRENT"))
+	if errors.Is(err, os.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// latestSnapshotIndex is the highest Raft index of a complete snapshot in
+// raft's file store under dataDir/snapshots (0: none).
+func latestSnapshotIndex(dataDir string) uint64 {
+	var maxIndex uint64
+	_ = filepath.WalkDir(filepath.Join(dataDir, "snapshots"), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() || d.Name() != "meta.json" || strings.HasSuffix(filepath.Dir(path), ".tmp") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		var meta struct{ Index uint64 }
+		if json.Unmarshal(b, &meta) == nil && meta.Index > maxIndex {
+			maxIndex = meta.Index
+		}
+		return nil
+	})
+	return maxIndex
+}
