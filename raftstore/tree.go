@@ -125,21 +125,6 @@ func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document
 	return out, "", nil
 }
 
-// descendants returns the keys (full paths) of every document strictly below parent.
-func descendants(txn *badger.Txn, parent string) ([]string, error) {
-	prefix := docKey(parent + "/")
-	opts := badger.DefaultIteratorOptions
-	opts.Prefix = prefix
-	opts.PrefetchValues = false
-	it := txn.NewIterator(opts)
-	defer it.Close()
-	var out []string
-	for it.Rewind(); it.Valid(); it.Next() {
-		out = append(out, string(it.Item().Key()[1:]))
-	}
-	return out, nil
-}
-
 // editFields applies fn to the top-level fields of a JSON object and
 // re-encodes it. Values are kept verbatim (no float rounding); keys come out
 // sorted, which keeps the encoding deterministic across nodes.
