@@ -155,6 +155,8 @@ type ProjectCreated struct {
 	ProjectID string `json:"projectId"`
 	APIKey    string `json:"apiKey"`
 	OwnerID   string `json:"ownerId"`
+	// Revision is the commit's revision (sent as X-Revision, not in the body).
+	Revision uint64 `json:"-"`
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC() }
@@ -174,7 +176,7 @@ func mustJSON(v any) json.RawMessage {
 func (s *Service) CreateProject(ctx context.Context, name, ownerEmail, ownerPassword string) (*ProjectCreated, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 {
-		return nil, fmt.Errorf("%w: name must be 1..200 characters", ErrInvalidArgument)
+		return nil, &FieldError{Field: "name", Err: fmt.Errorf("%w: name must be 1..200 characters", ErrInvalidArgument)}
 	}
 	if err := ValidateEmail(ownerEmail); err != nil {
 		return nil, err
@@ -217,7 +219,7 @@ func (s *Service) CreateProject(ctx context.Context, name, ownerEmail, ownerPass
 		return nil, fmt.Errorf("create project refused: %s", res.Err)
 	}
 	s.logger.Info("project created", "project", pid, "owner", uid)
-	return &ProjectCreated{ProjectID: pid, APIKey: key, OwnerID: uid}, nil
+	return &ProjectCreated{ProjectID: pid, APIKey: key, OwnerID: uid, Revision: res.Revision}, nil
 }
 
 func (s *Service) getJSON(path string, v any) (bool, error) {
@@ -260,8 +262,9 @@ func (s *Service) CheckAPIKey(pid, key string) error {
 
 // AuthResult is a new session with its user.
 type AuthResult struct {
-	Token string `json:"token"`
-	User  User   `json:"user"`
+	Token    string `json:"token"`
+	User     User   `json:"user"`
+	Revision uint64 `json:"-"`
 }
 
 // Register creates a user account and its first session.
@@ -274,7 +277,7 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	}
 	name = strings.TrimSpace(name)
 	if len(name) > 200 {
-		return nil, fmt.Errorf("%w: name must be at most 200 characters", ErrInvalidArgument)
+		return nil, &FieldError{Field: "name", Err: fmt.Errorf("%w: name must be at most 200 characters", ErrInvalidArgument)}
 	}
 	uid, err := NewID()
 	if err != nil {
@@ -311,7 +314,7 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 		}
 		return nil, fmt.Errorf("%w: project not found", ErrInvalidAPIKey)
 	}
-	return &AuthResult{Token: token, User: acc.User}, nil
+	return &AuthResult{Token: token, User: acc.User, Revision: res.Revision}, nil
 }
 
 func (s *Service) newSession(pid, uid string) (string, raftstore.Op, error) {
@@ -329,6 +332,7 @@ type LoginResult struct {
 	RequiresTOTP bool   `json:"requiresTotp"`
 	Token        string `json:"token,omitempty"`
 	User         *User  `json:"user,omitempty"`
+	Revision     uint64 `json:"-"`
 }
 
 // Login checks email and password and opens a session. Unknown email and
@@ -367,7 +371,7 @@ func (s *Service) Login(ctx context.Context, pid, email, password string) (*Logi
 		return nil, ErrInvalidCredentials
 	}
 	u := acc.User
-	return &LoginResult{Token: token, User: &u}, nil
+	return &LoginResult{Token: token, User: &u, Revision: res.Revision}, nil
 }
 
 func (s *Service) accountByEmail(pid, email string) (*account, error) {
@@ -465,19 +469,19 @@ func (s *Service) SetRules(ctx context.Context, pid string, rs RuleSet) (uint64,
 	return res.Revision, nil
 }
 
-// Logout revokes the session of token.
-func (s *Service) Logout(ctx context.Context, token string) error {
+// Logout revokes the session of token and returns the commit's revision.
+func (s *Service) Logout(ctx context.Context, token string) (uint64, error) {
 	res, err := s.store.Txn(ctx, &raftstore.Txn{
 		Time: s.now().UnixNano(),
 		Ops:  []raftstore.Op{{Kind: raftstore.OpDelete, Path: sessionPath(HashToken(token))}},
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !res.OK() {
-		return ErrInvalidToken
+		return 0, ErrInvalidToken
 	}
-	return nil
+	return res.Revision, nil
 }
 
 // Me returns the account behind a principal.

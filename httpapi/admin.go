@@ -48,6 +48,7 @@ func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {
 			}
 			return err
 		}
+		w.Header().Set("X-Revision", itoa(res.Revision))
 		writeJSON(w, http.StatusCreated, res)
 		return nil
 	}()

@@ -79,6 +79,7 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		w.Header().Set("X-Revision", itoa(res.Revision))
 		writeJSON(w, http.StatusCreated, res)
 	case "login":
 		if body.Email == "" {
@@ -91,6 +92,9 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		if res.Revision > 0 {
+			w.Header().Set("X-Revision", itoa(res.Revision))
+		}
 		writeJSON(w, http.StatusOK, res)
 	case "logout":
 		p, err := s.principal(ctx, r, raftstore.Strong, 0)
@@ -100,9 +104,11 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		if p.ProjectID != pid {
 			return newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")
 		}
-		if err := s.accounts.Logout(ctx, bearer(r)); err != nil {
+		rev, err := s.accounts.Logout(ctx, bearer(r))
+		if err != nil {
 			return err
 		}
+		w.Header().Set("X-Revision", itoa(rev))
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	case "me":
 		p, err := s.principal(ctx, r, raftstore.Strong, 0)
@@ -116,6 +122,21 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]any{"user": u})
 	}
 	return nil
+}
+
+// handleAuthenticator answers the interface's authenticator routes with 501
+// until TOTP lands, so clients see "not yet", not "no such route".
+func (s *Server) handleAuthenticator(w http.ResponseWriter, r *http.Request) {
+	switch r.PathValue("op") {
+	case "enroll", "confirm", "verify":
+		if r.Method != http.MethodPost {
+			s.writeError(w, r, methodNotAllowed("POST"))
+			return
+		}
+		s.writeError(w, r, newError(http.StatusNotImplemented, "not_implemented", "the authenticator is not available yet"))
+	default:
+		s.writeError(w, r, newError(http.StatusNotFound, "not_found", "no such route"))
+	}
 }
 
 func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
@@ -132,7 +153,7 @@ type rulesResponse struct {
 // rulesAction serves GET and PUT /api/db/rules, for owners only.
 func (s *Server) rulesAction(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodPut {
-		return methodNotAllowed("GET or PUT")
+		return methodNotAllowed("GET", "PUT")
 	}
 	ctx := r.Context()
 	var rs auth.RuleSet

@@ -130,7 +130,7 @@ func (s *Server) handleDB(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		err = s.dbDelete(w, r)
 	default:
-		err = methodNotAllowed("GET, POST, PUT or DELETE")
+		err = methodNotAllowed("GET", "POST", "PUT", "DELETE")
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -384,14 +384,24 @@ func compactObject(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&buf, t); err != nil {
 		return nil, badField("data", "invalid_argument", "data is not valid JSON")
 	}
+	if !numbersFit(buf.Bytes()) {
+		return nil, badField("data", "invalid_argument", "numbers must fit a 64-bit float")
+	}
 	return buf.Bytes(), nil
 }
 
+// numbersFit refuses numbers no client could read back (beyond float64),
+// which the access rules could not evaluate either.
+func numbersFit(b []byte) bool {
+	var v any
+	return json.Unmarshal(b, &v) == nil
+}
+
 type putBody struct {
-	OldKey *string          `json:"oldKey"`
-	NewKey *string          `json:"newKey"`
-	Value  *json.RawMessage `json:"value"`
-	Type   *string          `json:"type"`
+	OldKey *string         `json:"oldKey"`
+	NewKey *string         `json:"newKey"`
+	Value  json.RawMessage `json:"value"` // a JSON null arrives as "null"
+	Type   *string         `json:"type"`
 }
 
 func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
@@ -417,10 +427,10 @@ func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
 	if len(*body.OldKey) > maxPathBytes || len(*body.NewKey) > maxPathBytes {
 		return badField("newKey", "invalid_argument", "field names are at most 1500 bytes")
 	}
-	if body.Value == nil {
+	if len(body.Value) == 0 {
 		return badField("value", "invalid_argument", "value is required")
 	}
-	value, err := checkValueType(*body.Value, body.Type)
+	value, err := checkValueType(body.Value, body.Type)
 	if err != nil {
 		return err
 	}
@@ -465,6 +475,9 @@ func checkValueType(raw json.RawMessage, typ *string) (json.RawMessage, error) {
 		return nil, badField("value", "invalid_argument", "value is not valid JSON")
 	}
 	v := buf.Bytes()
+	if !numbersFit(v) {
+		return nil, badField("value", "invalid_argument", "numbers must fit a 64-bit float")
+	}
 	if typ == nil {
 		return v, nil
 	}

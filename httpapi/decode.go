@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // Limits bound what one request may carry.
@@ -46,6 +47,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil, newError(http.StatusBadRequest, "invalid_argument", "a JSON request body is required")
+	}
+	if !utf8.Valid(body) {
+		// The JSON decoder would silently turn bad bytes into U+FFFD.
+		return nil, newError(http.StatusBadRequest, "invalid_json", "the request body is not valid UTF-8")
 	}
 	if err := checkDepth(body, s.limits.MaxDepth); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,8 @@ type apiError struct {
 	Code       string
 	Message    string
 	Field      string
-	RetryAfter int // seconds; set for 429 and 503
+	RetryAfter int    // seconds; set for 429 and 503
+	Allow      string // methods, for 405
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -57,8 +59,11 @@ func errorFor(err error) *apiError {
 	}
 	field := ""
 	var fe *fieldError
+	var afe *auth.FieldError
 	if errors.As(err, &fe) {
 		field = fe.field
+	} else if errors.As(err, &afe) {
+		field = afe.Field
 	}
 	var re *auth.RuleError
 	switch {
@@ -73,7 +78,11 @@ func errorFor(err error) *apiError {
 	case errors.Is(err, auth.ErrInvalidEmail):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrInvalidEmail.Error(), Field: orDefault(field, "email")}
 	case errors.Is(err, auth.ErrInvalidArgument):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: err.Error(), Field: field}
+		msg := err.Error()
+		if afe != nil {
+			msg = afe.Err.Error()
+		}
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: msg, Field: field}
 	case errors.Is(err, auth.ErrMissingAPIKey):
 		return newError(http.StatusUnauthorized, "missing_api_key", auth.ErrMissingAPIKey.Error())
 	case errors.Is(err, auth.ErrInvalidAPIKey):
@@ -122,19 +131,28 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status >= 500 {
 		s.logger.Error("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "status", ae.Status, "err", err)
 	}
+	if ae.Allow != "" {
+		w.Header().Set("Allow", ae.Allow)
+	}
 	if ae.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
 	writeJSON(w, ae.Status, errorBody{Error: errorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}})
 }
 
+// writeJSON writes v without HTML escaping, so documents come back byte for
+// byte as they were stored.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		slog.Default().Error("encode response", "err", err)
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal","message":"internal error"}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }

@@ -44,7 +44,7 @@ type Accounts interface {
 	CheckAPIKey(pid, key string) error
 	Register(ctx context.Context, pid, email, password, name string) (*auth.AuthResult, error)
 	Login(ctx context.Context, pid, email, password string) (*auth.LoginResult, error)
-	Logout(ctx context.Context, token string) error
+	Logout(ctx context.Context, token string) (uint64, error)
 	Me(pid, uid string) (*auth.User, error)
 	Authenticate(token string) (*auth.Principal, error)
 	Rules(pid string) (*auth.CompiledRules, error)
@@ -102,6 +102,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/db", s.handleDB)
 	s.mux.HandleFunc("/api/db/rules", s.handleRules)
 	s.mux.HandleFunc("/api/auth", s.handleAuth)
+	s.mux.HandleFunc("/api/authenticator/{op}", s.handleAuthenticator)
 	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
 	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))
@@ -156,8 +157,10 @@ func validRequestID(id string) bool {
 	return true
 }
 
-func methodNotAllowed(allow string) *apiError {
-	return newError(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed; use "+allow)
+// methodNotAllowed lists the allowed methods, comma separated.
+func methodNotAllowed(allow ...string) *apiError {
+	list := strings.Join(allow, ", ")
+	return &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "method not allowed; use " + list, Allow: list}
 }
 
 // bearer extracts the token of "Authorization: Bearer <token>".

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,13 +131,16 @@ type Document struct {
 
 // encodeCommand frames a command: type byte, version byte, JSON payload.
 func encodeCommand(t CommandType, payload any) ([]byte, error) {
-	body, err := json.Marshal(payload)
-	if err != nil {
+	// No HTML escaping: document bytes must stay as the client sent them
+	// (escaping "<" to "\u003c" would also inflate the size checks).
+	var buf bytes.Buffer
+	buf.Write([]byte{byte(t), txnVersion})
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(payload); err != nil {
 		return nil, fmt.Errorf("encode command %d: %w", t, err)
 	}
-	out := make([]byte, 0, len(body)+2)
-	out = append(out, byte(t), txnVersion)
-	return append(out, body...), nil
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // EncodeTxn frames a Txn as a log entry.
