@@ -22,7 +22,7 @@ run:
 test:
 	$(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
 
-## bench: the load generator against a running server
+## bench: scenario runner; starts its own 1- and 3-node clusters on loopback (see docs/benchmarks.md)
 bench:
 	$(GO) run ./bench
 

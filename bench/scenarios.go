@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// scenario is one row kind of the results table. Later scenarios (realtime,
+// auth, push, comparisons) are new entries in the scenarios table.
+type scenario struct {
+	Name string
+	What string // one line for the docs and --list
+	// Clients is how many concurrent clients issue the operations.
+	Clients func(o *options) int
+	// DefaultOps is the number of measured operations per run (--ops overrides).
+	DefaultOps int
+	// Target says which nodes the operations go to, for the table.
+	Target func(e *env) string
+	// Prepare runs once per cluster before the warm-up (may be nil).
+	Prepare func(ctx context.Context, e *env) error
+	// Op performs operation i (0-based within the run) for client c.
+	Op func(ctx context.Context, e *env, c, i int) error
+}
+
+var scenarios = []scenario{
+	{
+		Name:       "W1",
+		What:       "serial writes: 1 client creates documents one after another through the leader",
+		Clients:    func(*options) int { return 1 },
+		DefaultOps: 1000,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			_, err := e.write(ctx, e.c.leader)
+			return err
+		},
+	},
+	{
+		Name:       "W2",
+		What:       "concurrent writes: --clients clients create documents through the leader",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 6000,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			_, err := e.write(ctx, e.c.leader)
+			return err
+		},
+	},
+	{
+		Name:       "W3",
+		What:       "forwarded writes: as W2, clients spread over the followers, which forward to the leader",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 6000,
+		Target:     func(e *env) string { return e.followerNames() },
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			_, err := e.write(ctx, e.follower(c))
+			return err
+		},
+	},
+	{
+		Name:       "R1",
+		What:       "local reads: --clients clients GET one of --docs documents with consistency=local on the followers",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 20000,
+		Target:     func(e *env) string { return e.followerNames() },
+		Prepare:    populate,
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			return e.read(ctx, e.follower(c), e.readDoc(i), true, 0, false)
+		},
+	},
+	{
+		Name:       "R2",
+		What:       "strong reads: as R1 with the default (linearizable) consistency: a read-index round trip to the leader",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 20000,
+		Target:     func(e *env) string { return e.followerNames() },
+		Prepare:    populate,
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			return e.read(ctx, e.follower(c), e.readDoc(i), false, 0, false)
+		},
+	},
+	{
+		Name:       "R3",
+		What:       "read-your-writes: write through the leader, then read it through a follower with X-Min-Revision (one op = both)",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 4000,
+		Target: func(e *env) string {
+			return "write " + e.c.leader.id + ", read " + e.followerNames()
+		},
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			w, err := e.write(ctx, e.c.leader)
+			if err != nil {
+				return err
+			}
+			return e.read(ctx, e.follower(c), w.coll, true, w.rev, true)
+		},
+	},
+}
+
+func findScenario(name string) (*scenario, bool) {
+	for i := range scenarios {
+		if scenarios[i].Name == name {
+			return &scenarios[i], true
+		}
+	}
+	return nil, false
+}
+
+// env is what scenarios run against: one cluster, its project, the options.
+type env struct {
+	hc    *http.Client
+	c     *cluster
+	pr    project
+	o     *options
+	value []byte // the JSON string literal of the value, quotes included
+
+	seq       atomic.Uint64 // documents written so far (names bench/w<n>)
+	populated bool
+	popMu     sync.Mutex
+}
+
+func newEnv(hc *http.Client, c *cluster, pr project, o *options) *env {
+	// Printable pseudo-random letters: no JSON escaping, no compressible run.
+	r := rand.New(rand.NewPCG(1, 2))
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	v := make([]byte, 0, o.valueSize+2)
+	v = append(v, '"')
+	for range o.valueSize {
+		v = append(v, letters[r.IntN(len(letters))])
+	}
+	v = append(v, '"')
+	return &env{hc: hc, c: c, pr: pr, o: o, value: v}
+}
+
+// follower is the node client c talks to in follower scenarios.
+func (e *env) follower(c int) *benchNode {
+	f := e.c.followers()
+	return f[c%len(f)]
+}
+
+func (e *env) followerNames() string {
+	f := e.c.followers()
+	if len(f) == 1 && f[0] == e.c.leader {
+		return "single node " + f[0].id
+	}
+	s := "followers"
+	for _, n := range f {
+		s += " " + n.id
+	}
+	return s
+}
+
+func (e *env) readDoc(i int) string {
+	return "bench/r" + strconv.Itoa(i%e.o.docs)
+}
+
+// opError is a failed operation: a transport error or a non-2xx answer.
+type opError struct {
+	kind string // grouping key for the report, e.g. "POST 503 unavailable"
+}
+
+func (e *opError) Error() string { return e.kind }
+
+func statusError(method string, resp *http.Response, body []byte) error {
+	var eb struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &eb)
+	return &opError{kind: fmt.Sprintf("%s %d %s", method, resp.StatusCode, eb.Error.Code)}
+}
+
+func transportError(method string, err error) error {
+	kind := "transport error"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		kind = "timeout"
+	case errors.Is(err, context.Canceled):
+		kind = "canceled"
+	}
+	return &opError{kind: method + " " + kind}
+}
+
+// written is one write's document path and committed revision.
+type written struct {
+	coll string
+	rev  uint64
+}
+
+// write creates the next bench/w<n> document through n.
+func (e *env) write(ctx context.Context, n *benchNode) (written, error) {
+	coll := "bench/w" + strconv.FormatUint(e.seq.Add(1), 10)
+	rev, err := e.post(ctx, n, coll)
+	return written{coll: coll, rev: rev}, err
+}
+
+// post creates or replaces coll with {"v": value} and returns X-Revision.
+func (e *env) post(ctx context.Context, n *benchNode, coll string) (uint64, error) {
+	body := make([]byte, 0, len(coll)+len(e.value)+40)
+	body = append(body, `{"collection":"`...)
+	body = append(body, coll...)
+	body = append(body, `","data":{"v":`...)
+	body = append(body, e.value...)
+	body = append(body, "}}"...)
+	ctx, cancel := context.WithTimeout(ctx, e.o.reqTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url+"/api/db", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+e.pr.Token)
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return 0, transportError("POST", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	if err != nil {
+		return 0, transportError("POST", err)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return 0, statusError("POST", resp, b)
+	}
+	rev, err := strconv.ParseUint(resp.Header.Get("X-Revision"), 10, 64)
+	if err != nil || rev == 0 {
+		return 0, &opError{kind: "POST without X-Revision"}
+	}
+	return rev, nil
+}
+
+// read GETs coll from n (local: consistency=local; minRev > 0: with
+// X-Min-Revision; own: the document was written at minRev, so an older
+// revision is a stale read and counts as an error).
+func (e *env) read(ctx context.Context, n *benchNode, coll string, local bool, minRev uint64, own bool) error {
+	u := n.url + "/api/db?collection=" + url.QueryEscape(coll)
+	if local {
+		u += "&consistency=local"
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.o.reqTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.pr.Token)
+	if minRev > 0 {
+		req.Header.Set("X-Min-Revision", strconv.FormatUint(minRev, 10))
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return transportError("GET", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	if err != nil {
+		return transportError("GET", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return statusError("GET", resp, b)
+	}
+	if own {
+		var d struct {
+			Revision uint64 `json:"revision"`
+		}
+		if json.Unmarshal(b, &d) != nil || d.Revision < minRev {
+			return &opError{kind: "GET stale read (revision below X-Min-Revision)"}
+		}
+	}
+	return nil
+}
+
+// populate writes the --docs documents the read scenarios read (once per
+// cluster), through the leader with --clients writers, then waits until the
+// followers have applied them.
+func populate(ctx context.Context, e *env) error {
+	e.popMu.Lock()
+	defer e.popMu.Unlock()
+	if e.populated {
+		return nil
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	var maxRev uint64
+	for c := 0; c < min(e.o.clients, e.o.docs); c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= e.o.docs || ctx.Err() != nil {
+					return
+				}
+				var rev uint64
+				var err error
+				for attempt := 0; attempt < 3; attempt++ {
+					if rev, err = e.post(ctx, e.c.leader, "bench/r"+strconv.Itoa(i)); err == nil {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("populate bench/r%d: %w", i, err)
+				}
+				maxRev = max(maxRev, rev)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Every follower has the documents before anything is measured.
+	for _, n := range e.c.followers() {
+		if err := e.read(ctx, n, "bench/r0", true, maxRev, false); err != nil {
+			return fmt.Errorf("populate: catch-up read on %s: %w", n.id, err)
+		}
+	}
+	e.populated = true
+	return nil
+}
