@@ -246,8 +246,17 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 	}
 }
 
+// flushEntry writes the final state of each path the entry touched (an entry
+// that rewrites a large document several times writes it once).
 func flushEntry(txn *badger.Txn, w *entryWrites) error {
+	last := make(map[string]int, len(w.keys))
 	for i, k := range w.keys {
+		last[k] = i
+	}
+	for i, k := range w.keys {
+		if last[k] != i {
+			continue
+		}
 		var err error
 		if d := w.docs[i]; d != nil {
 			err = txn.Set(docKey(k), encodeDoc(d))

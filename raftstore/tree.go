@@ -85,24 +85,30 @@ func getDoc(txn *badger.Txn, path string) (*Document, error) {
 // skipped with one Seek per child subtree, so the cost is in children, not
 // descendants.
 func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document, string, error) {
+	if limit < 1 {
+		return nil, "", fmt.Errorf("list %q: limit must be positive, got %d", parent, limit)
+	}
 	prefix := docKey(parent + "/")
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	it := txn.NewIterator(opts)
 	defer it.Close()
 
-	start := prefix
-	if after != "" {
-		// Seek past "after" and its whole subtree: "after" + "0" is the first key
-		// greater than every "after/..." key ('0' == '/'+1).
-		start = append(append(append([]byte{}, prefix...), after...), '0')
-	}
+	// Start at "after" itself: siblings such as "a-b" and "a.b" sort between
+	// "a" and "a/...", so jumping straight past a's subtree would skip them.
+	start := append(append([]byte{}, prefix...), after...)
 	var out []*Document
 	for it.Seek(start); it.ValidForPrefix(prefix); {
 		key := it.Item().Key()
 		rest := key[len(prefix):]
+		if after != "" && string(rest) == after {
+			it.Next()
+			continue
+		}
 		if i := bytes.IndexByte(rest, '/'); i >= 0 {
-			// A descendant deeper than one level: jump past this child's subtree.
+			// A descendant deeper than one level: jump past this child's
+			// subtree ("x0" is the first key after every "x/..." key, and
+			// every sibling sorting before "x/" has been visited already).
 			next := append(append([]byte{}, key[:len(prefix)+i]...), '0')
 			it.Seek(next)
 			continue
