@@ -307,6 +307,11 @@ func applyTxn(ov *overlay, index uint64, t *Txn) *TxnResult {
 	fail := func(code OpError, i int) *TxnResult {
 		return &TxnResult{Revision: index, Err: code, Index: i}
 	}
+	// Bounded in Apply itself (deterministically), so that no command can
+	// need more writes than one Badger transaction takes.
+	if len(t.Ops) > MaxTxnOps || len(t.Conds) > MaxTxnOps {
+		return fail(ErrCodeInvalid, 0)
+	}
 	for i, c := range t.Conds {
 		doc, err := ov.get(c.Path)
 		if err != nil {
@@ -407,16 +412,28 @@ func isJSONObject(b []byte) bool {
 }
 
 // Snapshot implements raft.FSM. It is cheap: Persist streams a Badger backup
-// taken at its own read timestamp. That view may include entries after the
-// snapshot's index; that is safe because the applied index travels inside the
-// backup and replayed entries at or below it are skipped.
+// read in ONE transaction. That view may include entries after the snapshot's
+// index; that is safe because the applied index travels inside the backup,
+// read in the same transaction, and replayed entries at or below it are skipped.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) { return &fsmSnapshot{f: f}, nil }
 
 type fsmSnapshot struct{ f *fsm }
 
+// backupConsistent writes a backup of db read at a single timestamp. Badger's
+// DB.Backup streams with several goroutines, each with its own read
+// transaction, so parts of the key space would come from different moments
+// and disagree with the applied index: one producer means one transaction.
+func backupConsistent(db *badger.DB, w io.Writer) error {
+	st := db.NewStream()
+	st.NumGo = 1
+	st.LogPrefix = "edgebase.snapshot"
+	_, err := st.Backup(w, 0)
+	return err
+}
+
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	s.f.mu.RLock()
-	_, err := s.f.db.Backup(sink, 0)
+	err := backupConsistent(s.f.db, sink)
 	s.f.mu.RUnlock()
 	if err != nil {
 		_ = sink.Cancel()

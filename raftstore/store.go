@@ -354,6 +354,9 @@ func (s *Store) establish(l *leadership) {
 // Txn proposes a transaction (forwarding it to the leader when this node is
 // not the leader) and returns its deterministic result.
 func (s *Store) Txn(ctx context.Context, t *Txn) (*TxnResult, error) {
+	if len(t.Ops) > MaxTxnOps || len(t.Conds) > MaxTxnOps {
+		return nil, ErrEntryTooLarge
+	}
 	b, err := EncodeTxn(t)
 	if err != nil {
 		return nil, err
@@ -546,7 +549,7 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (uint64, error) {
 	s.fsm.mu.RLock()
 	defer s.fsm.mu.RUnlock()
 	idx := s.fsm.applied.get()
-	if _, err := s.fsm.db.Backup(w, 0); err != nil {
+	if err := backupConsistent(s.fsm.db, w); err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}
 	return idx, nil

@@ -15,6 +15,9 @@ import (
 // Apply so that field updates cannot grow a document past it either.
 const MaxDocumentSize = 1 << 20
 
+// MaxTxnOps bounds the ops (and the conds) of one transaction.
+const MaxTxnOps = 1024
+
 // Key layout of the tree database. Every key starts with a one-byte space tag
 // so that documents, metadata and future spaces never collide.
 const (
