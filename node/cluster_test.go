@@ -22,7 +22,9 @@ type doc struct {
 	UpdateTime string          `json:"updateTime"`
 }
 
-func bearerH(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+func bearerH(tok string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + tok}
+}
 
 // mustWrite writes one document through member i and returns its revision.
 // A 503 (an election under load) is retried for up to 10 s: these puts are
