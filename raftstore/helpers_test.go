@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
@@ -20,12 +18,6 @@ import (
 
 // Helpers shared by fsm_test.go, tree_test.go, feed_test.go and store_test.go.
 // logstore_test.go has its own; names here avoid clashing with them.
-
-// quietLogger logs warnings and errors of the code under test to stderr (so a
-// failing test shows why) and drops the rest.
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
 
 // testTime is the deterministic proposer clock used in generated entries.
 func testTime(idx uint64) int64 { return 1_700_000_000_000_000_000 + int64(idx)*1_000 }
@@ -39,7 +31,7 @@ func mustOpenFSM(t *testing.T, dir string) *fsm {
 
 func mustOpenFSMWithFeed(t *testing.T, dir string, feed *Feed) *fsm {
 	t.Helper()
-	f, err := openFSM(dir, quietLogger(), feed)
+	f, err := openFSM(dir, testLogger(), feed)
 	if err != nil {
 		t.Fatalf("openFSM(%q): %v", dir, err)
 	}
@@ -280,22 +272,6 @@ func flatten(batches []Batch) []Event {
 		out = append(out, b.Events...)
 	}
 	return out
-}
-
-// waitUntil polls cond until it holds or timeout passes.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s (last state: %s)", timeout, what, state)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // memSink is a raft.SnapshotSink over memory.

@@ -48,7 +48,7 @@ func openTestStore(t *testing.T, dir, addr string, tune func(*Config)) *Store {
 		Bootstrap:     true,
 		Secret:        testSecret,
 		Voter:         true,
-		Logger:        quietLogger(),
+		Logger:        testLogger(),
 		Tuning:        fastTuning(),
 	}
 	if tune != nil {
@@ -65,7 +65,7 @@ func openTestStore(t *testing.T, dir, addr string, tune func(*Config)) *Store {
 
 func mustLeader(t *testing.T, s *Store) {
 	t.Helper()
-	waitUntil(t, 10*time.Second, "single node to become leader", func() (bool, string) {
+	mustEventually(t, 10*time.Second, "single node to become leader", func() (bool, string) {
 		return s.IsLeader() && s.LeaderID() == "n1", s.raft.State().String()
 	})
 }
