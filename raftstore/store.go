@@ -200,7 +200,7 @@ func Open(cfg Config) (*Store, error) {
 			adv = hostAddr(cfg.RaftAdvertise)
 		}
 		s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: &listenerLayer{Listener: ln, advertise: adv}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+			Stream: &listenerLayer{Listener: ln, advertise: adv, secret: []byte(cfg.Secret)}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
 		})
 	}
 
