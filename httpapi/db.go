@@ -384,17 +384,10 @@ func compactObject(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&buf, t); err != nil {
 		return nil, badField("data", "invalid_argument", "data is not valid JSON")
 	}
-	if !numbersFit(buf.Bytes()) {
-		return nil, badField("data", "invalid_argument", "numbers must fit a 64-bit float")
+	if err := checkValue(buf.Bytes()); err != nil {
+		return nil, badField("data", "invalid_argument", "data "+err.Error())
 	}
 	return buf.Bytes(), nil
-}
-
-// numbersFit refuses numbers no client could read back (beyond float64),
-// which the access rules could not evaluate either.
-func numbersFit(b []byte) bool {
-	var v any
-	return json.Unmarshal(b, &v) == nil
 }
 
 type putBody struct {
@@ -475,8 +468,8 @@ func checkValueType(raw json.RawMessage, typ *string) (json.RawMessage, error) {
 		return nil, badField("value", "invalid_argument", "value is not valid JSON")
 	}
 	v := buf.Bytes()
-	if !numbersFit(v) {
-		return nil, badField("value", "invalid_argument", "numbers must fit a 64-bit float")
+	if err := checkValue(v); err != nil {
+		return nil, badField("value", "invalid_argument", "value "+err.Error())
 	}
 	if typ == nil {
 		return v, nil

@@ -7,7 +7,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -18,6 +20,8 @@ type Limits struct {
 	MaxBodyBytes int64
 	// MaxDepth caps JSON nesting (default 64).
 	MaxDepth int
+	// BodyReadTimeout bounds reading one request body (default 30 s).
+	BodyReadTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -26,6 +30,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = 64
+	}
+	if l.BodyReadTimeout <= 0 {
+		l.BodyReadTimeout = 30 * time.Second
 	}
 	return l
 }
@@ -37,6 +44,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if err != nil || mt != "application/json" {
 		return nil, newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "the request body must be sent as Content-Type: application/json")
 	}
+	// A client that announces a body and then trickles or withholds it must
+	// not hold a goroutine forever: bound the read (per request, so that
+	// long-lived routes such as WebSockets keep their own deadlines).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.limits.BodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -127,4 +138,66 @@ func checkDepth(b []byte, max int) error {
 		}
 	}
 	return nil
+}
+
+// checkValue walks a JSON value once and refuses what storage must not keep:
+// duplicate keys in an object (the rules would judge the last value while
+// other readers may take the first) and numbers beyond float64 (no client
+// could read them back, and the rules could not evaluate them).
+func checkValue(b []byte) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	type frame struct {
+		object bool
+		keys   map[string]struct{}
+		expect bool // in an object: the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return errors.New("is not valid JSON")
+		}
+		var top *frame
+		if n := len(stack); n > 0 {
+			top = stack[n-1]
+		}
+		if top != nil && top.object && top.expect {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			key, _ := tok.(string)
+			if _, dup := top.keys[key]; dup {
+				return fmt.Errorf("has the key %q twice in one object", key)
+			}
+			top.keys[key] = struct{}{}
+			top.expect = false
+			continue
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, &frame{object: true, keys: map[string]struct{}{}, expect: true})
+				continue
+			case '[':
+				stack = append(stack, &frame{})
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case json.Number:
+			if _, err := strconv.ParseFloat(string(t), 64); err != nil {
+				return fmt.Errorf("has the number %s, which does not fit a 64-bit float", t)
+			}
+		}
+		// A value ended: in the enclosing object, a key comes next.
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].expect = true
+		}
+	}
 }
