@@ -255,6 +255,9 @@ func (s *Store) RemoveNode(ctx context.Context, id string) error {
 		}
 		return nil
 	}
+	if id == s.cfg.NodeID {
+		return s.removeSelf(ctx)
+	}
 	cf := s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return fmt.Errorf("read configuration: %w", err)
@@ -271,6 +274,33 @@ func (s *Store) RemoveNode(ctx context.Context, id string) error {
 	}
 	_, err := s.Txn(ctx, &Txn{Time: time.Now().UnixNano(), Ops: []Op{{Kind: OpDelete, Path: NodeRecordPath(id), IfExists: true}}})
 	return err
+}
+
+// removeSelf handles removing the leader itself: hand leadership over, then
+// let the new leader remove us (removing ourselves directly would shut our
+// Raft down before our record could be deleted).
+func (s *Store) removeSelf(ctx context.Context) error {
+	if err := s.TransferLeadership(); err != nil {
+		return err
+	}
+	for {
+		base, err := s.leaderURL()
+		if err == nil {
+			body, _ := json.Marshal(map[string]string{"id": s.cfg.NodeID})
+			var out struct{}
+			if _, err = s.internalCall(ctx, base, "remove", body, &out); err == nil {
+				return nil
+			}
+		}
+		if !errors.Is(err, errRetry) {
+			return fmt.Errorf("forward removal of %s: %w", s.cfg.NodeID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ErrNoLeader
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // NodeStatus is one member as seen from this node.

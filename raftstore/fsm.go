@@ -519,6 +519,27 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
+// catchUpToSnapshot restores the newest local snapshot when it is ahead of
+// the tree. Raft saves a received snapshot before it calls Restore; a node
+// stopped between the two (or whose Restore failed) would otherwise start
+// with Raft believing everything up to the snapshot applied
+// (NoSnapshotRestoreOnStart) while the tree lacks it: a permanent gap.
+func (f *fsm) catchUpToSnapshot(snaps raft.SnapshotStore) error {
+	list, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(list) == 0 || list[0].Index <= f.applied.get() {
+		return nil
+	}
+	meta, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", list[0].ID, err)
+	}
+	f.logger.Warn("tree is behind the newest snapshot; restoring it", "applied", f.applied.get(), "snapshot", meta.Index)
+	return f.Restore(rc)
+}
+
 // view runs fn in a read transaction on the live database.
 func (f *fsm) view(fn func(txn *badger.Txn) error) error {
 	f.mu.RLock()

@@ -224,6 +224,10 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("inspect raft state: %w", err)
 	}
 	s.hadState = hasState
+	if err := s.fsm.catchUpToSnapshot(snaps); err != nil {
+		s.closeStores()
+		return nil, err
+	}
 	s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.logs, snaps, s.transport)
 	if err != nil {
 		s.closeStores()
@@ -337,6 +341,8 @@ func (s *Store) establish(l *leadership) {
 		select {
 		case <-l.ctx.Done():
 			return
+		case <-s.stop:
+			return
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -408,9 +414,23 @@ func (s *Store) applyLocal(ctx context.Context, cmd []byte) (*TxnResult, error) 
 		}
 	}
 	f := s.raft.Apply(cmd, timeout)
-	if err := f.Error(); err != nil {
+	// Raft does not answer futures still queued at shutdown, so wait for the
+	// future alongside the caller's context and the store's stop.
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
+	case <-s.stop:
+		return nil, ErrClosed
+	}
+	if err != nil {
 		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			// Certainly not appended: safe to send again.
 			return nil, errRetry
 		case errors.Is(err, raft.ErrRaftShutdown):
 			return nil, ErrClosed
@@ -548,6 +568,9 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (uint64, error) {
 	}
 	s.fsm.mu.RLock()
 	defer s.fsm.mu.RUnlock()
+	if s.fsm.db == nil {
+		return 0, ErrClosed
+	}
 	idx := s.fsm.applied.get()
 	if err := backupConsistent(s.fsm.db, w); err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
