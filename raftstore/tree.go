@@ -15,6 +15,10 @@ import (
 // Apply so that field updates cannot grow a document past it either.
 const MaxDocumentSize = 1 << 20
 
+// maxListBytes bounds the document bytes of one listing page: a page ends
+// early (with a continuation) rather than buffering up to limit x 1 MiB.
+const maxListBytes = 8 << 20
+
 // MaxTxnOps bounds the ops (and the conds) of one transaction.
 const MaxTxnOps = 1024
 
@@ -101,6 +105,7 @@ func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document
 	// "a" and "a/...", so jumping straight past a's subtree would skip them.
 	start := append(append([]byte{}, prefix...), after...)
 	var out []*Document
+	size := 0
 	for it.Seek(start); it.ValidForPrefix(prefix); {
 		key := it.Item().Key()
 		rest := key[len(prefix):]
@@ -116,7 +121,7 @@ func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document
 			it.Seek(next)
 			continue
 		}
-		if len(out) == limit {
+		if len(out) == limit || (len(out) > 0 && size >= maxListBytes) {
 			return out, string(out[len(out)-1].Path[len(parent)+1:]), nil
 		}
 		var doc *Document
@@ -129,6 +134,7 @@ func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document
 			return nil, "", err
 		}
 		out = append(out, doc)
+		size += len(doc.Data)
 		it.Next()
 	}
 	return out, "", nil
