@@ -36,7 +36,9 @@ func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {
 		if b.OwnerPassword == "" {
 			return badField("ownerPassword", "invalid_argument", "ownerPassword is required")
 		}
-		res, err := s.accounts.CreateProject(r.Context(), b.Name, b.OwnerEmail, b.OwnerPassword)
+		ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+		defer cancel()
+		res, err := s.accounts.CreateProject(ctx, b.Name, b.OwnerEmail, b.OwnerPassword)
 		if err != nil {
 			var fe *fieldError
 			if !errors.As(err, &fe) {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
@@ -22,6 +23,9 @@ var pendingActions = map[string]bool{
 	"login-verify": true, "change-password": true, "reset-password": true,
 	"set-role": true, "disable-totp": true,
 }
+
+// authTimeout bounds one authentication request, hashing queue included.
+const authTimeout = 15 * time.Second
 
 // projectKey checks X-Project-Id and X-API-Key after a strong sync, so that a
 // project created through any node is known here.
@@ -46,7 +50,10 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		return methodNotAllowed("POST")
 	}
-	ctx := r.Context()
+	// Password hashing waits for a slot; under a flood a request gives up
+	// with 503 instead of queueing for as long as its client waits.
+	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+	defer cancel()
 	var body authBody
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
