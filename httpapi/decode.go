@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,14 +146,20 @@ func checkDepth(b []byte, max int) error {
 // other readers may take the first) and numbers beyond float64 (no client
 // could read them back, and the rules could not evaluate them).
 func checkValue(b []byte) error {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	type frame struct {
 		object bool
 		keys   map[string]struct{}
-		expect bool // in an object: the next string token is a key
+		expect bool // in an object: a key or '}' comes next
 	}
 	var stack []*frame
+	// valueEnded: in the enclosing object, a key or '}' comes next.
+	valueEnded := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].expect = true
+		}
+	}
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -161,21 +168,21 @@ func checkValue(b []byte) error {
 		if err != nil {
 			return errors.New("is not valid JSON")
 		}
-		var top *frame
-		if n := len(stack); n > 0 {
-			top = stack[n-1]
-		}
-		if top != nil && top.object && top.expect {
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expect {
 			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:len(stack)-1]
+				stack = stack[:n-1]
+				valueEnded()
 				continue
 			}
-			key, _ := tok.(string)
-			if _, dup := top.keys[key]; dup {
+			key, ok := tok.(string)
+			if !ok {
+				return errors.New("is not valid JSON")
+			}
+			if _, dup := stack[n-1].keys[key]; dup {
 				return fmt.Errorf("has the key %q twice in one object", key)
 			}
-			top.keys[key] = struct{}{}
-			top.expect = false
+			stack[n-1].keys[key] = struct{}{}
+			stack[n-1].expect = false
 			continue
 		}
 		switch t := tok.(type) {
@@ -187,7 +194,10 @@ func checkValue(b []byte) error {
 			case '[':
 				stack = append(stack, &frame{})
 				continue
-			default:
+			default: // ']' ('}' always arrives where a key was expected)
+				if len(stack) == 0 {
+					return errors.New("is not valid JSON")
+				}
 				stack = stack[:len(stack)-1]
 			}
 		case json.Number:
@@ -195,9 +205,6 @@ func checkValue(b []byte) error {
 				return fmt.Errorf("has the number %s, which does not fit a 64-bit float", t)
 			}
 		}
-		// A value ended: in the enclosing object, a key comes next.
-		if n := len(stack); n > 0 && stack[n-1].object {
-			stack[n-1].expect = true
-		}
+		valueEnded()
 	}
 }
