@@ -19,8 +19,12 @@ run:
 	$(GO) run ./cmd/edgebase serve --dev
 
 ## test: vet, staticcheck and every test with the race detector
-test:
+test: $(STATICCHECK)
 	$(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
+
+# staticcheck, pinned (the same version .ci/run installs), when it is missing.
+$(STATICCHECK):
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 ## bench: scenario runner; starts its own 1- and 3-node clusters on loopback (see docs/benchmarks.md)
 bench:
