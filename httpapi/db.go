@@ -436,19 +436,13 @@ func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
 		if cur == nil {
 			return raftstore.Op{}, nil, newError(http.StatusNotFound, "not_found", "no document at "+coll)
 		}
-		fields := map[string]json.RawMessage{}
-		if err := json.Unmarshal(cur.Data, &fields); err != nil {
-			return raftstore.Op{}, nil, fmt.Errorf("decode stored document: %w", err)
-		}
 		op := raftstore.Op{Kind: raftstore.OpSetField, Field: oldKey, Data: value}
 		if oldKey != newKey {
 			op = raftstore.Op{Kind: raftstore.OpRenameField, Field: oldKey, NewField: newKey, Data: value}
-			delete(fields, oldKey)
 		}
-		fields[newKey] = value
-		after, err := json.Marshal(fields)
-		if err != nil {
-			return raftstore.Op{}, nil, fmt.Errorf("encode updated document: %w", err)
+		after, code := raftstore.ApplyFieldOp(cur.Data, op)
+		if code != raftstore.ErrCodeNone {
+			return raftstore.Op{}, nil, opError(&raftstore.TxnResult{Err: code}, coll)
 		}
 		return op, after, nil
 	})
@@ -556,19 +550,15 @@ func (s *Server) dbDelete(w http.ResponseWriter, r *http.Request) error {
 		if !hasField {
 			return raftstore.Op{Kind: raftstore.OpDelete}, nil, nil
 		}
-		fields := map[string]json.RawMessage{}
-		if err := json.Unmarshal(cur.Data, &fields); err != nil {
-			return raftstore.Op{}, nil, fmt.Errorf("decode stored document: %w", err)
-		}
-		if _, ok := fields[field]; !ok {
+		op := raftstore.Op{Kind: raftstore.OpDeleteField, Field: field}
+		after, code := raftstore.ApplyFieldOp(cur.Data, op)
+		if code == raftstore.ErrCodeFieldNotFound {
 			return raftstore.Op{}, nil, &apiError{Status: http.StatusNotFound, Code: "field_not_found", Message: "the document has no field " + strconv.Quote(field), Field: "field"}
 		}
-		delete(fields, field)
-		after, err := json.Marshal(fields)
-		if err != nil {
-			return raftstore.Op{}, nil, fmt.Errorf("encode updated document: %w", err)
+		if code != raftstore.ErrCodeNone {
+			return raftstore.Op{}, nil, opError(&raftstore.TxnResult{Err: code}, coll)
 		}
-		return raftstore.Op{Kind: raftstore.OpDeleteField, Field: field}, after, nil
+		return op, after, nil
 	})
 	if err != nil {
 		return err

@@ -65,16 +65,15 @@ func errorFor(err error) *apiError {
 	} else if errors.As(err, &afe) {
 		field = afe.Field
 	}
+	for _, weak := range []error{auth.ErrPasswordTooShort, auth.ErrPasswordTooLong, auth.ErrPasswordCommon} {
+		if errors.Is(err, weak) {
+			return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: weak.Error(), Field: orDefault(field, "password")}
+		}
+	}
 	var re *auth.RuleError
 	switch {
 	case errors.As(err, &re):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: re.Error(), Field: fmt.Sprintf("rules[%d].%s", re.Index, re.Field)}
-	case errors.Is(err, auth.ErrPasswordTooShort):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrPasswordTooShort.Error(), Field: orDefault(field, "password")}
-	case errors.Is(err, auth.ErrPasswordTooLong):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrPasswordTooLong.Error(), Field: orDefault(field, "password")}
-	case errors.Is(err, auth.ErrPasswordCommon):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrPasswordCommon.Error(), Field: orDefault(field, "password")}
 	case errors.Is(err, auth.ErrInvalidEmail):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrInvalidEmail.Error(), Field: orDefault(field, "email")}
 	case errors.Is(err, auth.ErrInvalidArgument):

@@ -81,18 +81,18 @@ func Start(cfg Config) (*Node, error) {
 	}
 	var err error
 	if cfg.NodeID == "" {
-		if cfg.NodeID, err = persistedValue(cfg.DataDir, "node-id", "node-"); err != nil {
+		if cfg.NodeID, err = persistedValue(cfg.DataDir, "node-id", "node-", 4); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Dev {
 		if cfg.AdminToken == "" {
-			if cfg.AdminToken, err = persistedValue(cfg.DataDir, "dev-admin-token", "eba_"); err != nil {
+			if cfg.AdminToken, err = persistedValue(cfg.DataDir, "dev-admin-token", "eba_", 16); err != nil {
 				return nil, err
 			}
 		}
 		if cfg.ClusterSecret == "" {
-			if cfg.ClusterSecret, err = persistedValue(cfg.DataDir, "dev-cluster-secret", ""); err != nil {
+			if cfg.ClusterSecret, err = persistedValue(cfg.DataDir, "dev-cluster-secret", "", 16); err != nil {
 				return nil, err
 			}
 		}
@@ -243,20 +243,18 @@ func (n *Node) Kill() {
 	})
 }
 
-// persistedValue reads data-dir/name, or creates it with a random value.
-func persistedValue(dir, name, prefix string) (string, error) {
+// persistedValue reads data-dir/name, or creates it as prefix plus n random
+// bytes in hex.
+func persistedValue(dir, name, prefix string, n int) (string, error) {
 	p := filepath.Join(dir, name)
 	if b, err := os.ReadFile(p); err == nil {
 		return strings.TrimSpace(string(b)), nil
 	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	raw := make([]byte, n)
+	if _, err := rand.Read(raw); err != nil {
 		return "", fmt.Errorf("random %s: %w", name, err)
 	}
-	v := prefix + hex.EncodeToString(raw[:])
-	if prefix == "node-" {
-		v = prefix + hex.EncodeToString(raw[:4])
-	}
+	v := prefix + hex.EncodeToString(raw)
 	if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", name, err)
 	}

@@ -365,31 +365,7 @@ func applyTxn(ov *overlay, index uint64, t *Txn) *TxnResult {
 			if cur == nil {
 				return fail(ErrCodeNotFound, i)
 			}
-			if op.Kind != OpDeleteField && !json.Valid(op.Data) {
-				return fail(ErrCodeInvalid, i)
-			}
-			data, code := editFields(cur.Data, func(m map[string]json.RawMessage) OpError {
-				_, has := m[op.Field]
-				switch op.Kind {
-				case OpSetField:
-					m[op.Field] = op.Data
-				case OpRenameField:
-					if !has {
-						return ErrCodeFieldNotFound
-					}
-					if _, taken := m[op.NewField]; taken {
-						return ErrCodeFieldExists
-					}
-					delete(m, op.Field)
-					m[op.NewField] = op.Data
-				case OpDeleteField:
-					if !has {
-						return ErrCodeFieldNotFound
-					}
-					delete(m, op.Field)
-				}
-				return ErrCodeNone
-			})
+			data, code := ApplyFieldOp(cur.Data, op)
 			if code != ErrCodeNone {
 				return fail(code, i)
 			}

@@ -140,6 +140,39 @@ func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document
 	return out, "", nil
 }
 
+// ApplyFieldOp returns a document's data after a set, rename or delete field
+// op, or why the op is refused. Apply uses it, and so does the REST layer to
+// show the access rules the document exactly as it will be stored.
+func ApplyFieldOp(data json.RawMessage, op Op) (json.RawMessage, OpError) {
+	if op.Kind != OpDeleteField && !json.Valid(op.Data) {
+		return nil, ErrCodeInvalid
+	}
+	return editFields(data, func(m map[string]json.RawMessage) OpError {
+		_, has := m[op.Field]
+		switch op.Kind {
+		case OpSetField:
+			m[op.Field] = op.Data
+		case OpRenameField:
+			if !has {
+				return ErrCodeFieldNotFound
+			}
+			if _, taken := m[op.NewField]; taken {
+				return ErrCodeFieldExists
+			}
+			delete(m, op.Field)
+			m[op.NewField] = op.Data
+		case OpDeleteField:
+			if !has {
+				return ErrCodeFieldNotFound
+			}
+			delete(m, op.Field)
+		default:
+			return ErrCodeInvalid
+		}
+		return ErrCodeNone
+	})
+}
+
 // editFields applies fn to the top-level fields of a JSON object and
 // re-encodes it. Values are kept verbatim (no float rounding); keys come out
 // sorted, which keeps the encoding deterministic across nodes.
