@@ -54,6 +54,28 @@ var (
 	ErrMissingToken = errors.New("a bearer token is required")
 	// ErrInvalidToken means the bearer token is unknown, revoked or expired.
 	ErrInvalidToken = errors.New("the bearer token is not valid")
+	// ErrInvalidTicket means the login ticket is unknown, used, expired or
+	// void after too many wrong codes.
+	ErrInvalidTicket = errors.New("the login ticket is not valid; log in again")
+	// ErrInvalidCode means a TOTP or recovery code is wrong, malformed or was
+	// already used.
+	ErrInvalidCode = errors.New("the code is not valid")
+	// ErrInvalidVerifyToken means the verify token of a password reset is
+	// unknown, used, expired or for another account.
+	ErrInvalidVerifyToken = errors.New("the verify token is not valid")
+	// ErrTOTPEnabled means the account already has a confirmed authenticator.
+	ErrTOTPEnabled = errors.New("an authenticator is already enabled for this account")
+	// ErrTOTPNotEnabled means the account has no confirmed authenticator.
+	ErrTOTPNotEnabled = errors.New("no authenticator is enabled for this account")
+	// ErrTOTPNotPending means confirm was called without a pending enrollment.
+	ErrTOTPNotPending = errors.New("no authenticator enrollment is pending; call enroll first")
+	// ErrForbidden means the caller's role does not allow the action.
+	ErrForbidden = errors.New("only an owner may do this")
+	// ErrUserNotFound means no account of the project has the given id.
+	ErrUserNotFound = errors.New("no account with this id")
+	// ErrOwnRole means an owner tried to change their own role, which could
+	// leave a project without an owner.
+	ErrOwnRole = errors.New("an owner cannot change their own role")
 )
 
 // maxEmailLen is the longest address that fits in an SMTP forward-path (RFC

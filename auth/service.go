@@ -20,6 +20,8 @@ import (
 type Store interface {
 	Txn(ctx context.Context, t *raftstore.Txn) (*raftstore.TxnResult, error)
 	Get(path string) (*raftstore.Document, error)
+	List(parent, after string, limit int) ([]*raftstore.Document, string, error)
+	WaitApplied(ctx context.Context, idx uint64) error
 }
 
 // Clock tells the time; tests move it instead of sleeping.
@@ -37,7 +39,12 @@ type Config struct {
 	Clock      Clock
 	Hasher     *Hasher
 	SessionTTL time.Duration
-	Logger     *slog.Logger
+	// Sealer encrypts TOTP secrets; without one the authenticator answers
+	// ErrNoSecretKey and everything else works.
+	Sealer *Sealer
+	// Limits are the brute-force limits (DefaultLimits when zero).
+	Limits *Limits
+	Logger *slog.Logger
 }
 
 // Service implements projects, API keys, accounts and sessions on the tree.
@@ -47,6 +54,8 @@ type Service struct {
 	clock  Clock
 	hasher *Hasher
 	ttl    time.Duration
+	sealer *Sealer
+	limits Limits
 	logger *slog.Logger
 
 	rulesMu    sync.Mutex
@@ -78,8 +87,12 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	limits := DefaultLimits()
+	if cfg.Limits != nil {
+		limits = *cfg.Limits
+	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL,
-		logger: cfg.Logger, rulesCache: map[string]cachedRules{}}, nil
+		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{}}, nil
 }
 
 // Roles.
@@ -92,12 +105,27 @@ const (
 const (
 	apiKeyPrefix  = "ebk_"
 	sessionPrefix = "ebt_"
+	ticketPrefix  = "ebl_"
+	verifyPrefix  = "ebv_"
+)
+
+// Lifetimes of the short-lived secrets.
+const (
+	TicketTTL = 5 * time.Minute
+	VerifyTTL = 10 * time.Minute
+	// MaxTicketFailures wrong codes void a login ticket.
+	MaxTicketFailures = 5
 )
 
 // Paths of system state. Project-scoped state lives under reserved "_"
 // segments of the project, cluster-wide state under raftstore.SystemPrefix.
 func projectPath(pid string) string   { return raftstore.SystemPrefix + "/projects/" + pid }
-func sessionPath(hash string) string  { return raftstore.SystemPrefix + "/sessions/" + hash }
+func sessionsDir() string             { return raftstore.SystemPrefix + "/sessions" }
+func sessionPath(hash string) string  { return sessionsDir() + "/" + hash }
+func ticketsDir() string              { return raftstore.SystemPrefix + "/tickets" }
+func ticketPath(hash string) string   { return ticketsDir() + "/" + hash }
+func verifyDir() string               { return raftstore.SystemPrefix + "/verify" }
+func verifyPath(hash string) string   { return verifyDir() + "/" + hash }
 func userPath(pid, uid string) string { return pid + "/_users/" + uid }
 func emailPath(pid, email string) string {
 	sum := sha256.Sum256([]byte(NormalizeEmail(email)))
@@ -128,7 +156,29 @@ type User struct {
 type account struct {
 	User
 	PasswordHash string `json:"passwordHash"`
+	// SessionGen is bumped to end every session, ticket and verify token of
+	// the account at once (password change or reset); each of those records
+	// the generation it was issued under.
+	SessionGen int64      `json:"sessionGen,omitempty"`
+	TOTP       *totpState `json:"totp,omitempty"`
 }
+
+// totpState is the second factor of an account.
+type totpState struct {
+	// Secret is the sealed base32 seed once confirmed; Pending the sealed seed
+	// of an enrollment not yet confirmed.
+	Secret  string `json:"secret,omitempty"`
+	Pending string `json:"pending,omitempty"`
+	// LastStep is the last time step whose code was accepted: codes of that
+	// step or earlier are refused (RFC 6238 §5.2), on every node.
+	LastStep int64 `json:"lastStep,omitempty"`
+	// RecoverySalt and Recovery are the salt and the salted hashes of the
+	// unused recovery codes.
+	RecoverySalt string   `json:"recoverySalt,omitempty"`
+	Recovery     []string `json:"recovery,omitempty"`
+}
+
+func (a *account) totpEnabled() bool { return a.TOTP != nil && a.TOTP.Secret != "" }
 
 type emailIndex struct {
 	UserID string `json:"userId"`
@@ -137,7 +187,26 @@ type emailIndex struct {
 type session struct {
 	ProjectID string `json:"projectId"`
 	UserID    string `json:"userId"`
+	Gen       int64  `json:"gen,omitempty"`
 	CreatedAt int64  `json:"createdAt"`
+	ExpiresAt int64  `json:"expiresAt"`
+}
+
+// ticket is a login waiting for its second factor; verifyGrant is a proven
+// TOTP code waiting to authorise a password reset. Both are stored under the
+// hash of their token and carry the account generation they were made for.
+type ticket struct {
+	ProjectID string `json:"projectId"`
+	UserID    string `json:"userId"`
+	Gen       int64  `json:"gen,omitempty"`
+	ExpiresAt int64  `json:"expiresAt"`
+	Failures  int    `json:"failures,omitempty"`
+}
+
+type verifyGrant struct {
+	ProjectID string `json:"projectId"`
+	UserID    string `json:"userId"`
+	Gen       int64  `json:"gen,omitempty"`
 	ExpiresAt int64  `json:"expiresAt"`
 }
 
@@ -224,16 +293,10 @@ func (s *Service) CreateProject(ctx context.Context, name, ownerEmail, ownerPass
 
 func (s *Service) getJSON(path string, v any) (bool, error) {
 	doc, err := s.store.Get(path)
-	if err != nil {
+	if err != nil || doc == nil {
 		return false, err
 	}
-	if doc == nil {
-		return false, nil
-	}
-	if err := json.Unmarshal(doc.Data, v); err != nil {
-		return false, fmt.Errorf("decode %s: %w", path, err)
-	}
-	return true, nil
+	return true, decodeJSON(doc, v)
 }
 
 // CheckAPIKey verifies that key belongs to project pid. Both must be present.
@@ -287,7 +350,7 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
-	token, sessOp, err := s.newSession(pid, uid)
+	token, sessOp, err := s.newSession(pid, uid, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -317,79 +380,129 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	return &AuthResult{Token: token, User: acc.User, Revision: res.Revision}, nil
 }
 
-func (s *Service) newSession(pid, uid string) (string, raftstore.Op, error) {
+func (s *Service) newSession(pid, uid string, gen int64) (string, raftstore.Op, error) {
 	token, err := NewToken(sessionPrefix)
 	if err != nil {
 		return "", raftstore.Op{}, err
 	}
 	now := s.now()
-	sess := session{ProjectID: pid, UserID: uid, CreatedAt: now.Unix(), ExpiresAt: now.Add(s.ttl).Unix()}
+	sess := session{ProjectID: pid, UserID: uid, Gen: gen, CreatedAt: now.Unix(), ExpiresAt: now.Add(s.ttl).Unix()}
 	return token, raftstore.Op{Kind: raftstore.OpPut, Path: sessionPath(HashToken(token)), Data: mustJSON(sess)}, nil
 }
 
-// LoginResult is the answer to a login.
+// LoginResult is the answer to a login: a session, or a ticket for the
+// second step when the account has TOTP on.
 type LoginResult struct {
 	RequiresTOTP bool   `json:"requiresTotp"`
 	Token        string `json:"token,omitempty"`
 	User         *User  `json:"user,omitempty"`
+	LoginTicket  string `json:"loginTicket,omitempty"`
+	ExpiresIn    int    `json:"expiresIn,omitempty"`
 	Revision     uint64 `json:"-"`
 }
 
-// Login checks email and password and opens a session. Unknown email and
-// wrong password are the same error and cost the same hashing work.
-func (s *Service) Login(ctx context.Context, pid, email, password string) (*LoginResult, error) {
-	acc, err := s.accountByEmail(pid, email)
+// Login checks email and password and opens a session, or issues a login
+// ticket when the account has a second factor. Unknown email and wrong
+// password are the same error and cost the same hashing work. addr is the
+// client's address for the brute-force limits.
+func (s *Service) Login(ctx context.Context, pid, email, password, addr string) (*LoginResult, error) {
+	at := attempt{kind: kindPassword, pid: pid, email: email, addr: addr}
+	if err := s.checkLimits(at); err != nil {
+		return nil, err
+	}
+	acc, _, err := s.accountByEmail(pid, email)
 	if err != nil {
 		return nil, err
 	}
+	ok := false
 	if acc == nil {
-		if err := s.hasher.VerifyDummy(ctx, password); err != nil {
-			return nil, err
-		}
-		return nil, ErrInvalidCredentials
+		err = s.hasher.VerifyDummy(ctx, password)
+	} else {
+		ok, err = s.hasher.Verify(ctx, acc.PasswordHash, password)
 	}
-	ok, err := s.hasher.Verify(ctx, acc.PasswordHash, password)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
+		if err := s.recordFailure(ctx, at); err != nil {
+			return nil, err
+		}
 		return nil, ErrInvalidCredentials
 	}
-	token, sessOp, err := s.newSession(pid, acc.ID)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.store.Txn(ctx, &raftstore.Txn{
+	txn := &raftstore.Txn{
 		Time:  s.now().UnixNano(),
 		Conds: []raftstore.Cond{{Path: userPath(pid, acc.ID), Kind: raftstore.CondExists}},
-		Ops:   []raftstore.Op{sessOp},
-	})
+	}
+	if op := s.clearAccountAddr(at); op != nil {
+		txn.Ops = append(txn.Ops, *op)
+	}
+	out := &LoginResult{}
+	if acc.totpEnabled() {
+		tok, err := NewToken(ticketPrefix)
+		if err != nil {
+			return nil, err
+		}
+		t := ticket{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}
+		txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: ticketPath(HashToken(tok)), Data: mustJSON(t)})
+		out.RequiresTOTP, out.LoginTicket, out.ExpiresIn = true, tok, int(TicketTTL/time.Second)
+	} else {
+		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
+		if err != nil {
+			return nil, err
+		}
+		txn.Ops = append(txn.Ops, sessOp)
+		u := acc.User
+		out.Token, out.User = token, &u
+	}
+	res, err := s.store.Txn(ctx, txn)
 	if err != nil {
 		return nil, err
 	}
 	if !res.OK() {
 		return nil, ErrInvalidCredentials
 	}
-	u := acc.User
-	return &LoginResult{Token: token, User: &u, Revision: res.Revision}, nil
+	out.Revision = res.Revision
+	return out, nil
 }
 
-func (s *Service) accountByEmail(pid, email string) (*account, error) {
+// accountByEmail returns the account of an email and its document revision
+// (nil, 0 when there is none).
+func (s *Service) accountByEmail(pid, email string) (*account, uint64, error) {
 	var idx emailIndex
 	ok, err := s.getJSON(emailPath(pid, email), &idx)
 	if err != nil || !ok {
-		return nil, err
+		return nil, 0, err
 	}
-	return s.account(pid, idx.UserID)
+	return s.accountRev(pid, idx.UserID)
 }
 
 func (s *Service) account(pid, uid string) (*account, error) {
-	var acc account
-	ok, err := s.getJSON(userPath(pid, uid), &acc)
-	if err != nil || !ok {
-		return nil, err
+	acc, _, err := s.accountRev(pid, uid)
+	return acc, err
+}
+
+// accountRev returns an account and its document revision, for
+// compare-and-set updates.
+func (s *Service) accountRev(pid, uid string) (*account, uint64, error) {
+	if uid == "" {
+		return nil, 0, nil
 	}
-	return &acc, nil
+	doc, err := s.store.Get(userPath(pid, uid))
+	if err != nil || doc == nil {
+		return nil, 0, err
+	}
+	var acc account
+	if err := decodeJSON(doc, &acc); err != nil {
+		return nil, 0, err
+	}
+	return &acc, doc.Revision, nil
+}
+
+func decodeJSON(doc *raftstore.Document, v any) error {
+	if err := json.Unmarshal(doc.Data, v); err != nil {
+		return fmt.Errorf("decode %s: %w", doc.Path, err)
+	}
+	return nil
 }
 
 // Authenticate resolves a bearer token from this node's applied state; the
@@ -411,7 +524,7 @@ func (s *Service) Authenticate(token string) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if acc == nil {
+	if acc == nil || acc.SessionGen != sess.Gen {
 		return nil, ErrInvalidToken
 	}
 	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role}, nil

@@ -250,15 +250,6 @@ func actionScenarios() []scenario {
 		{name: "text/plain is 415", body: `{"action":"login"}`, headers: map[string]string{"Content-Type": "text/plain"}, status: 415, code: "unsupported_media_type"},
 		{name: "nesting over 64 levels is 400", body: `{"action":"login","x":` + nested(64) + `}`, status: 400, code: "invalid_argument"},
 	}
-	for _, a := range []string{"login-verify", "change-password", "reset-password", "set-role", "disable-totp"} {
-		rows = append(rows, scenario{name: a + " is 501 for now", body: `{"action":"` + a + `"}`, status: 501, code: "not_implemented"})
-	}
-	// docs/api.md: the /api/authenticator/* routes answer 501 until the
-	// authentication issue lands (not 404: the interface names them).
-	for _, step := range []string{"enroll", "confirm", "verify"} {
-		rows = append(rows, scenario{name: "authenticator " + step + " is 501 for now", as: "user", url: "/api/authenticator/" + step,
-			body: `{"code":"123456","email":"a@example.com","projectId":"{pid}"}`, status: 501, code: "not_implemented"})
-	}
 	return rows
 }
 

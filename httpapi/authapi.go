@@ -2,33 +2,44 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
-// authBody holds every field any /api/auth action reads.
+// authBody holds every field any /api/auth or /api/authenticator action reads.
 type authBody struct {
-	Action   *string `json:"action"`
-	Email    string  `json:"email"`
-	Password string  `json:"password"`
-	Name     string  `json:"name"`
+	Action          *string `json:"action"`
+	Email           string  `json:"email"`
+	Password        string  `json:"password"`
+	Name            string  `json:"name"`
+	LoginTicket     string  `json:"loginTicket"`
+	Code            *string `json:"code"`
+	CurrentPassword string  `json:"currentPassword"`
+	NewPassword     string  `json:"newPassword"`
+	VerifyToken     string  `json:"verifyToken"`
+	UserID          string  `json:"userId"`
+	Role            string  `json:"role"`
+	ProjectID       string  `json:"projectId"`
 }
 
-// actions the interface names that a later part of the authentication area
-// implements; until then they answer 501 rather than pretend.
-var pendingActions = map[string]bool{
-	"login-verify": true, "change-password": true, "reset-password": true,
-	"set-role": true, "disable-totp": true,
+// authActions are the actions of POST /api/auth.
+var authActions = map[string]bool{
+	"register": true, "login": true, "login-verify": true, "logout": true, "me": true,
+	"change-password": true, "reset-password": true, "set-role": true, "disable-totp": true,
 }
 
 // authTimeout bounds one authentication request, hashing queue included.
 const authTimeout = 15 * time.Second
 
 // projectKey checks X-Project-Id and X-API-Key after a strong sync, so that a
-// project created through any node is known here.
+// project created through any node is known here, and so are the failures
+// counted by the brute-force limits.
 func (s *Server) projectKey(ctx context.Context, r *http.Request) (string, error) {
 	pid, key := r.Header.Get("X-Project-Id"), r.Header.Get("X-API-Key")
 	if pid == "" || key == "" {
@@ -38,6 +49,36 @@ func (s *Server) projectKey(ctx context.Context, r *http.Request) (string, error
 		return "", err
 	}
 	return pid, s.accounts.CheckAPIKey(pid, key)
+}
+
+// projectPrincipal resolves the bearer token of a request already synced by
+// projectKey and checks that it belongs to project pid.
+func (s *Server) projectPrincipal(ctx context.Context, r *http.Request, pid string) (*auth.Principal, error) {
+	p, err := s.principal(ctx, r, raftstore.Local, 0)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProjectID != pid {
+		return nil, errProjectMismatch
+	}
+	return p, nil
+}
+
+var errProjectMismatch = newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")
+
+func required(field, v string) error {
+	if v == "" {
+		return badField(field, "invalid_argument", field+" is required")
+	}
+	return nil
+}
+
+// code returns the code field, which must be present.
+func (b *authBody) code() (string, error) {
+	if b.Code == nil || *b.Code == "" {
+		return "", badField("code", "invalid_argument", "code is required")
+	}
+	return *b.Code, nil
 }
 
 func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
@@ -62,88 +103,230 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		return badField("action", "unknown_action", "action is required")
 	}
 	action := *body.Action
-	switch action {
-	case "register", "login", "logout", "me":
-	default:
-		if pendingActions[action] {
-			return newError(http.StatusNotImplemented, "not_implemented", "action "+action+" is not available yet")
-		}
+	if !authActions[action] {
 		return badField("action", "unknown_action", "unknown action "+action)
 	}
 	pid, err := s.projectKey(ctx, r)
 	if err != nil {
 		return err
 	}
+	addr := s.clientAddr(r)
 	switch action {
 	case "register":
-		if body.Email == "" {
-			return badField("email", "invalid_argument", "email is required")
-		}
-		if body.Password == "" {
-			return badField("password", "invalid_argument", "password is required")
+		if err := errors.Join(required("email", body.Email), required("password", body.Password)); err != nil {
+			return firstErr(err)
 		}
 		res, err := s.accounts.Register(ctx, pid, body.Email, body.Password, body.Name)
 		if err != nil {
 			return err
 		}
-		w.Header().Set("X-Revision", itoa(res.Revision))
-		writeJSON(w, http.StatusCreated, res)
+		return writeCommitted(w, http.StatusCreated, res.Revision, res)
 	case "login":
-		if body.Email == "" {
-			return badField("email", "invalid_argument", "email is required")
+		if err := errors.Join(required("email", body.Email), required("password", body.Password)); err != nil {
+			return firstErr(err)
 		}
-		if body.Password == "" {
-			return badField("password", "invalid_argument", "password is required")
-		}
-		res, err := s.accounts.Login(ctx, pid, body.Email, body.Password)
+		res, err := s.accounts.Login(ctx, pid, body.Email, body.Password, addr)
 		if err != nil {
 			return err
 		}
-		if res.Revision > 0 {
-			w.Header().Set("X-Revision", itoa(res.Revision))
+		return writeCommitted(w, http.StatusOK, res.Revision, res)
+	case "login-verify":
+		if err := required("loginTicket", body.LoginTicket); err != nil {
+			return err
 		}
-		writeJSON(w, http.StatusOK, res)
+		code, err := body.code()
+		if err != nil {
+			return err
+		}
+		res, err := s.accounts.LoginVerify(ctx, pid, body.LoginTicket, code, addr)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, res.Revision, res)
+	case "reset-password":
+		if err := errors.Join(required("email", body.Email), required("verifyToken", body.VerifyToken), required("newPassword", body.NewPassword)); err != nil {
+			return firstErr(err)
+		}
+		rev, err := s.accounts.ResetPassword(ctx, pid, body.Email, body.VerifyToken, body.NewPassword, addr)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, rev, map[string]bool{"ok": true})
+	}
+
+	// The remaining actions act for the holder of a bearer token.
+	p, err := s.projectPrincipal(ctx, r, pid)
+	if err != nil {
+		return err
+	}
+	switch action {
 	case "logout":
-		p, err := s.principal(ctx, r, raftstore.Strong, 0)
-		if err != nil {
-			return err
-		}
-		if p.ProjectID != pid {
-			return newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")
-		}
 		rev, err := s.accounts.Logout(ctx, bearer(r))
 		if err != nil {
 			return err
 		}
-		w.Header().Set("X-Revision", itoa(rev))
-		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return writeCommitted(w, http.StatusOK, rev, map[string]bool{"ok": true})
 	case "me":
-		p, err := s.principal(ctx, r, raftstore.Strong, 0)
-		if err != nil {
-			return err
-		}
 		u, err := s.accounts.Me(p.ProjectID, p.UserID)
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"user": u})
+	case "change-password":
+		if err := errors.Join(required("currentPassword", body.CurrentPassword), required("newPassword", body.NewPassword)); err != nil {
+			return firstErr(err)
+		}
+		res, err := s.accounts.ChangePassword(ctx, p, body.CurrentPassword, body.NewPassword, addr)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, res.Revision, map[string]any{"ok": true, "token": res.Token, "user": res.User})
+	case "set-role":
+		u, rev, err := s.accounts.SetRole(ctx, p, body.UserID, body.Role)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, rev, map[string]any{"user": u})
+	case "disable-totp":
+		code, err := body.code()
+		if err != nil {
+			return err
+		}
+		u, rev, err := s.accounts.DisableTOTP(ctx, p, code, addr)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, rev, map[string]any{"totpEnabled": false, "user": u})
 	}
 	return nil
 }
 
-// handleAuthenticator answers the interface's authenticator routes with 501
-// until TOTP lands, so clients see "not yet", not "no such route".
-func (s *Server) handleAuthenticator(w http.ResponseWriter, r *http.Request) {
-	switch r.PathValue("op") {
-	case "enroll", "confirm", "verify":
-		if r.Method != http.MethodPost {
-			s.writeError(w, r, methodNotAllowed("POST"))
-			return
-		}
-		s.writeError(w, r, newError(http.StatusNotImplemented, "not_implemented", "the authenticator is not available yet"))
-	default:
-		s.writeError(w, r, newError(http.StatusNotFound, "not_found", "no such route"))
+// firstErr returns the first error of an errors.Join, so a request missing
+// several fields is told about the first one in field order.
+func firstErr(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+		return j.Unwrap()[0]
 	}
+	return err
+}
+
+// writeCommitted writes a response to a write, with its X-Revision.
+func writeCommitted(w http.ResponseWriter, status int, rev uint64, v any) error {
+	if rev > 0 {
+		w.Header().Set("X-Revision", itoa(rev))
+	}
+	writeJSON(w, status, v)
+	return nil
+}
+
+// handleAuthenticator serves POST /api/authenticator/{enroll,confirm,verify}.
+func (s *Server) handleAuthenticator(w http.ResponseWriter, r *http.Request) {
+	if err := s.authenticatorAction(w, r); err != nil {
+		s.writeError(w, r, err)
+	}
+}
+
+func (s *Server) authenticatorAction(w http.ResponseWriter, r *http.Request) error {
+	op := r.PathValue("op")
+	switch op {
+	case "enroll", "confirm", "verify":
+	default:
+		return newError(http.StatusNotFound, "not_found", "no such route")
+	}
+	if r.Method != http.MethodPost {
+		return methodNotAllowed("POST")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+	defer cancel()
+	var body authBody
+	// enroll has no body; one may be sent (e.g. "{}") and is then checked.
+	if op != "enroll" || r.ContentLength != 0 {
+		if err := s.decodeBody(w, r, &body); err != nil {
+			return err
+		}
+	}
+	pid, err := s.projectKey(ctx, r)
+	if err != nil {
+		return err
+	}
+	addr := s.clientAddr(r)
+	if op == "verify" {
+		if body.ProjectID != "" && body.ProjectID != pid {
+			return newError(http.StatusForbidden, "project_mismatch", "projectId names another project than X-Project-Id")
+		}
+		if err := required("email", body.Email); err != nil {
+			return err
+		}
+		code, err := body.code()
+		if err != nil {
+			return err
+		}
+		res, err := s.accounts.VerifyForReset(ctx, pid, body.Email, code, addr)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, res.Revision, res)
+	}
+	p, err := s.projectPrincipal(ctx, r, pid)
+	if err != nil {
+		return err
+	}
+	if op == "enroll" {
+		res, rev, err := s.accounts.Enroll(ctx, p)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, rev, res)
+	}
+	code, err := body.code()
+	if err != nil {
+		return err
+	}
+	res, err := s.accounts.Confirm(ctx, p, code)
+	if err != nil {
+		return err
+	}
+	return writeCommitted(w, http.StatusOK, res.Revision, res)
+}
+
+// clientAddr is the address the brute-force limits count against: the TCP
+// peer, or, when the peer is a trusted proxy, the nearest untrusted address
+// of X-Forwarded-For. IPv6 clients are counted per /64, the block one
+// subscriber usually holds.
+func (s *Server) clientAddr(r *http.Request) string {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	addr := ap.Addr().Unmap()
+	if s.trustedProxy(addr) {
+		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+		for i := len(hops) - 1; i >= 0; i-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+			if err != nil {
+				break
+			}
+			addr = a.Unmap()
+			if !s.trustedProxy(addr) {
+				break
+			}
+		}
+	}
+	if addr.Is6() {
+		if pfx, err := addr.Prefix(64); err == nil {
+			return pfx.String()
+		}
+	}
+	return addr.String()
+}
+
+func (s *Server) trustedProxy(a netip.Addr) bool {
+	for _, p := range s.proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {

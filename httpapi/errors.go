@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
@@ -71,7 +72,11 @@ func errorFor(err error) *apiError {
 		}
 	}
 	var re *auth.RuleError
+	var rl *auth.RateLimitError
 	switch {
+	case errors.As(err, &rl):
+		secs := int((rl.RetryAfter + time.Second - 1) / time.Second)
+		return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Message: auth.ErrRateLimited.Error(), RetryAfter: max(secs, 1)}
 	case errors.As(err, &re):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: re.Error(), Field: fmt.Sprintf("rules[%d].%s", re.Index, re.Field)}
 	case errors.Is(err, auth.ErrInvalidEmail):
@@ -91,7 +96,27 @@ func errorFor(err error) *apiError {
 	case errors.Is(err, auth.ErrInvalidToken):
 		return newError(http.StatusUnauthorized, "invalid_token", auth.ErrInvalidToken.Error())
 	case errors.Is(err, auth.ErrInvalidCredentials):
-		return newError(http.StatusUnauthorized, "invalid_credentials", auth.ErrInvalidCredentials.Error())
+		return &apiError{Status: http.StatusUnauthorized, Code: "invalid_credentials", Message: auth.ErrInvalidCredentials.Error(), Field: field}
+	case errors.Is(err, auth.ErrInvalidTicket):
+		return &apiError{Status: http.StatusUnauthorized, Code: "invalid_ticket", Message: auth.ErrInvalidTicket.Error(), Field: "loginTicket"}
+	case errors.Is(err, auth.ErrInvalidCode):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_code", Message: auth.ErrInvalidCode.Error(), Field: "code"}
+	case errors.Is(err, auth.ErrInvalidVerifyToken):
+		return &apiError{Status: http.StatusUnauthorized, Code: "invalid_verify_token", Message: auth.ErrInvalidVerifyToken.Error(), Field: "verifyToken"}
+	case errors.Is(err, auth.ErrTOTPEnabled):
+		return newError(http.StatusConflict, "totp_already_enabled", auth.ErrTOTPEnabled.Error())
+	case errors.Is(err, auth.ErrTOTPNotEnabled):
+		return newError(http.StatusConflict, "totp_not_enabled", auth.ErrTOTPNotEnabled.Error())
+	case errors.Is(err, auth.ErrTOTPNotPending):
+		return newError(http.StatusConflict, "totp_not_enrolled", auth.ErrTOTPNotPending.Error())
+	case errors.Is(err, auth.ErrForbidden):
+		return newError(http.StatusForbidden, "forbidden", auth.ErrForbidden.Error())
+	case errors.Is(err, auth.ErrUserNotFound):
+		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: auth.ErrUserNotFound.Error(), Field: orDefault(field, "userId")}
+	case errors.Is(err, auth.ErrOwnRole):
+		return &apiError{Status: http.StatusConflict, Code: "own_role", Message: auth.ErrOwnRole.Error(), Field: orDefault(field, "userId")}
+	case errors.Is(err, auth.ErrNoSecretKey):
+		return newError(http.StatusNotImplemented, "totp_not_configured", "this cluster has no secret key, so the authenticator is off; the operator must set --secret-key-file or EDGEBASE_SECRET_KEY")
 	case errors.Is(err, auth.ErrEmailTaken):
 		return &apiError{Status: http.StatusConflict, Code: "email_taken", Message: auth.ErrEmailTaken.Error(), Field: "email"}
 	case errors.Is(err, raftstore.ErrEntryTooLarge):

@@ -120,11 +120,9 @@ func TestSecurityRaftPortRejectsForeignEntries(t *testing.T) {
 }
 
 // TestSecurityLoginBruteForceIsLimited: API.md requires failed logins to be
-// limited per account and per client address (429 with Retry-After). No
-// limiter exists, so an online password guessing attack is only bounded by
-// argon2 throughput.
+// limited per account and per client address (429 with Retry-After), so an
+// online password guessing attack is not only bounded by argon2 throughput.
 func TestSecurityLoginBruteForceIsLimited(t *testing.T) {
-	t.Skip("KNOWN GAP: cluster-wide login rate limits are part of the authentication issue (#3), not built yet")
 	e := newEnv(t)
 	email := e.uniq() + "@example.com"
 	e.mustRegister(t, e.p, email)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -43,8 +44,16 @@ type Accounts interface {
 	CreateProject(ctx context.Context, name, ownerEmail, ownerPassword string) (*auth.ProjectCreated, error)
 	CheckAPIKey(pid, key string) error
 	Register(ctx context.Context, pid, email, password, name string) (*auth.AuthResult, error)
-	Login(ctx context.Context, pid, email, password string) (*auth.LoginResult, error)
+	Login(ctx context.Context, pid, email, password, addr string) (*auth.LoginResult, error)
+	LoginVerify(ctx context.Context, pid, ticket, code, addr string) (*auth.AuthResult, error)
 	Logout(ctx context.Context, token string) (uint64, error)
+	ChangePassword(ctx context.Context, p *auth.Principal, current, next, addr string) (*auth.AuthResult, error)
+	ResetPassword(ctx context.Context, pid, email, verifyToken, next, addr string) (uint64, error)
+	SetRole(ctx context.Context, p *auth.Principal, uid, role string) (*auth.User, uint64, error)
+	Enroll(ctx context.Context, p *auth.Principal) (*auth.Enrollment, uint64, error)
+	Confirm(ctx context.Context, p *auth.Principal, code string) (*auth.Confirmation, error)
+	VerifyForReset(ctx context.Context, pid, email, code, addr string) (*auth.VerifyResult, error)
+	DisableTOTP(ctx context.Context, p *auth.Principal, code, addr string) (*auth.User, uint64, error)
 	Me(pid, uid string) (*auth.User, error)
 	Authenticate(token string) (*auth.Principal, error)
 	Rules(pid string) (*auth.CompiledRules, error)
@@ -63,6 +72,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// ReadTimeout bounds how long a read waits for consistency (default 5 s).
 	ReadTimeout time.Duration
+	// TrustedProxies are the addresses of reverse proxies whose
+	// X-Forwarded-For names the client (for the brute-force limits). Empty:
+	// the client is the TCP peer.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is the HTTP API of one node.
@@ -75,6 +88,7 @@ type Server struct {
 	logger       *slog.Logger
 	writeTimeout time.Duration
 	readTimeout  time.Duration
+	proxies      []netip.Prefix
 	mux          *http.ServeMux
 }
 
@@ -93,7 +107,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReadTimeout = 5 * time.Second
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
-		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, mux: http.NewServeMux()}
+		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }

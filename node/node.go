@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,20 @@ type Config struct {
 	AdminToken    string
 	ClusterSecret string
 	Dev           bool
+	// SecretKey (64 hex digits or base64 of 32 bytes) encrypts TOTP secrets
+	// at rest; SecretKeyFile names a file holding it. Every node of a
+	// cluster needs the same key. --dev makes one in the data dir.
+	SecretKey     string
+	SecretKeyFile string
+	// SessionTTL is how long a session lasts (default 30 days).
+	SessionTTL time.Duration
+	// TrustedProxies may name the client in X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	// SweepInterval is how often the leader removes expired sessions,
+	// tickets and rate-limit windows (default 1 minute).
+	SweepInterval time.Duration
+	// Limits overrides the brute-force limits (tests use small ones).
+	Limits *auth.Limits
 
 	Logger *slog.Logger
 	// Out receives the human banner of --dev (default stdout).
@@ -97,12 +112,19 @@ func Start(cfg Config) (*Node, error) {
 			}
 		}
 	}
+	sealer, err := loadSealer(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	if len(cfg.Join) > 0 && cfg.ClusterSecret == "" {
 		return nil, errors.New("--join needs --cluster-secret (the same on every node)")
 	}
 	logger := cfg.Logger.With("node", cfg.NodeID)
 	if cfg.AdminToken == "" {
 		logger.Warn("no --admin-token: operator endpoints (/admin) refuse every request")
+	}
+	if sealer == nil {
+		logger.Warn("no secret key (--secret-key-file or EDGEBASE_SECRET_KEY): the TOTP authenticator is off")
 	}
 
 	httpLn, err := net.Listen("tcp", orDefault(cfg.HTTPAddr, ":8080"))
@@ -146,12 +168,14 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.HashParams != nil {
 		hasher = auth.NewHasher(*cfg.HashParams, 0)
 	}
-	n.Accounts, err = auth.NewService(auth.Config{Store: n.Store, Hasher: hasher, Clock: cfg.Clock, Logger: logger})
+	n.Accounts, err = auth.NewService(auth.Config{Store: n.Store, Hasher: hasher, Clock: cfg.Clock, Logger: logger,
+		SessionTTL: cfg.SessionTTL, Sealer: sealer, Limits: cfg.Limits})
 	if err != nil {
 		n.abort()
 		return nil, err
 	}
-	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger})
+	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger,
+		TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		n.abort()
 		return nil, err
@@ -203,7 +227,50 @@ func (n *Node) leaderDuties(ctx context.Context) {
 	if n.cfg.Dev {
 		n.ensureDevProject(ctx)
 	}
-	<-ctx.Done()
+	every := n.cfg.SweepInterval
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := n.Accounts.Sweep(ctx); err != nil && ctx.Err() == nil {
+				n.logger.Warn("sweep of expired auth records failed", "err", err)
+			}
+		}
+	}
+}
+
+// loadSealer reads the secret key from the config, its file, or (--dev) a
+// key file kept in the data dir. No key at all is allowed: TOTP is then off.
+func loadSealer(cfg *Config) (*auth.Sealer, error) {
+	key := cfg.SecretKey
+	if key == "" && cfg.SecretKeyFile != "" {
+		b, err := os.ReadFile(cfg.SecretKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("read secret key file: %w", err)
+		}
+		key = string(b)
+	}
+	if key == "" && cfg.Dev {
+		v, err := persistedValue(cfg.DataDir, "dev-secret-key", "", auth.SecretKeyLen)
+		if err != nil {
+			return nil, err
+		}
+		key = v
+	}
+	if key == "" {
+		return nil, nil
+	}
+	raw, err := auth.ParseSecretKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return auth.NewSealer(raw)
 }
 
 // HTTPURL is the node's advertised base URL.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -20,6 +21,7 @@ import (
 	"time"
 	_ "time/tzdata" // quiet hours need IANA zones even FROM scratch
 
+	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/node"
 )
 
@@ -138,6 +140,29 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "bearer token for the /admin operator endpoints")
 	fs.StringVar(&cfg.ClusterSecret, "cluster-secret", "", "shared secret authenticating node-to-node calls")
 	fs.BoolVar(&cfg.Dev, "dev", false, "development mode: create and print a demo project")
+	fs.StringVar(&cfg.SecretKey, "secret-key", "", "key encrypting TOTP secrets: 64 hex digits or base64 of 32 bytes, the same on every node (prefer EDGEBASE_SECRET_KEY or --secret-key-file to keep it out of ps)")
+	fs.StringVar(&cfg.SecretKeyFile, "secret-key-file", "", "file holding the secret key")
+	fs.DurationVar(&cfg.SessionTTL, "session-ttl", auth.DefaultSessionTTL, "how long a session token lasts")
+	fs.Func("trusted-proxies", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			if !strings.Contains(f, "/") {
+				a, err := netip.ParseAddr(f)
+				if err != nil {
+					return err
+				}
+				f = netip.PrefixFrom(a, a.BitLen()).String()
+			}
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				return err
+			}
+			cfg.TrustedProxies = append(cfg.TrustedProxies, p.Masked())
+		}
+		return nil
+	})
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Raft tuning (operators rarely need these; tests make snapshots frequent).
 	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")

@@ -26,7 +26,34 @@ import (
 const (
 	AdminToken = "test-admin-token"
 	Secret     = "test-cluster-secret"
+	// SecretKey encrypts TOTP secrets in test clusters (32 bytes in hex).
+	SecretKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 )
+
+// Clock is a settable clock shared by every node of a test cluster, so tests
+// move time (tickets, TOTP steps, session expiry, rate-limit windows)
+// instead of sleeping.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock standing at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
 
 // Options shape a test cluster.
 type Options struct {
@@ -35,6 +62,17 @@ type Options struct {
 	Tuning raftstore.Tuning
 	// Verbose sends node logs to the test log (default: only on failure).
 	Verbose bool
+	// Clock drives the auth service of every node (default: the wall clock).
+	Clock auth.Clock
+	// Limits overrides the brute-force limits.
+	Limits *auth.Limits
+	// SessionTTL overrides the session lifetime.
+	SessionTTL time.Duration
+	// SweepInterval overrides how often the leader sweeps (default: an hour,
+	// so that tests sweep explicitly with Accounts.Sweep).
+	SweepInterval time.Duration
+	// NoSecretKey starts the nodes without a secret key (TOTP off).
+	NoSecretKey bool
 }
 
 // Cluster is a set of in-process nodes sharing a cluster secret.
@@ -129,6 +167,14 @@ func (c *Cluster) StartMember(i int) {
 	}
 	hp := cheapHash
 	var err error
+	key := SecretKey
+	if c.opts.NoSecretKey {
+		key = ""
+	}
+	sweep := c.opts.SweepInterval
+	if sweep == 0 {
+		sweep = time.Hour
+	}
 	// The port may still be in TIME_WAIT after a kill; retry briefly.
 	for attempt := 0; attempt < 50; attempt++ {
 		m.Node, err = node.Start(node.Config{
@@ -136,6 +182,8 @@ func (c *Cluster) StartMember(i int) {
 			Join: join, Edge: m.Edge, AdminToken: AdminToken, ClusterSecret: Secret,
 			Logger: slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
+			Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL,
+			SweepInterval: sweep, SecretKey: key,
 		})
 		if err == nil || !strings.Contains(err.Error(), "address already in use") {
 			break

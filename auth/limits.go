@@ -1,0 +1,230 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// LimitRule allows Max failed attempts per fixed Window. The window starts at
+// the first failure and ends Window later, whatever happens in between, so a
+// lock always ends: nobody can hold an account locked beyond the window
+// without failing again, and the failures of a locked key are not counted.
+type LimitRule struct {
+	Max    int
+	Window time.Duration
+}
+
+// Limits are the brute-force limits. They count failures only (a wrong
+// password, a wrong or replayed code, an unknown verify token), are kept in
+// the replicated tree so that they hold across nodes, and are checked before
+// any password or code is looked at.
+//
+// The per-account-and-address rule trips long before the per-account one, so
+// one attacking address locks itself out, not the account's owner; only many
+// addresses together reach the per-account ceiling (ASVS 2.2.1: at most 100
+// failed attempts per hour on one account).
+type Limits struct {
+	// PasswordPerAccountAddr bounds wrong passwords (login, change-password)
+	// for one account from one client address.
+	PasswordPerAccountAddr LimitRule
+	// PasswordPerAccount bounds wrong passwords for one account from anywhere.
+	PasswordPerAccount LimitRule
+	// CodePerAccountAddr bounds wrong TOTP or recovery codes (login-verify,
+	// authenticator verify, disable-totp) for one account from one address.
+	CodePerAccountAddr LimitRule
+	// CodePerAccount bounds wrong codes for one account from anywhere.
+	CodePerAccount LimitRule
+	// PerAddr bounds all failures of one client address, whatever the account
+	// or project (credential stuffing across accounts, bogus verify tokens).
+	PerAddr LimitRule
+}
+
+// DefaultLimits are the limits used unless configured.
+func DefaultLimits() Limits {
+	return Limits{
+		PasswordPerAccountAddr: LimitRule{Max: 10, Window: 15 * time.Minute},
+		PasswordPerAccount:     LimitRule{Max: 100, Window: time.Hour},
+		CodePerAccountAddr:     LimitRule{Max: 10, Window: 15 * time.Minute},
+		CodePerAccount:         LimitRule{Max: 30, Window: time.Hour},
+		PerAddr:                LimitRule{Max: 300, Window: 15 * time.Minute},
+	}
+}
+
+// RateLimitError is returned when an attempt is refused by a limit.
+type RateLimitError struct {
+	// RetryAfter is when the limit that refused the attempt ends.
+	RetryAfter time.Duration
+}
+
+// ErrRateLimited is what every *RateLimitError matches with errors.Is.
+var ErrRateLimited = errors.New("too many failed attempts; try again later")
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%s (retry after %s)", ErrRateLimited, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) true.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// attemptKind selects which account rules apply to an attempt.
+type attemptKind int
+
+const (
+	kindPassword attemptKind = iota
+	kindCode
+	kindReset
+)
+
+// attempt is who tries what: the project and account (by normalised email,
+// so unknown emails are limited exactly like known ones) and the client
+// address. An empty addr (an in-process caller) skips the address rules.
+type attempt struct {
+	kind  attemptKind
+	pid   string
+	email string
+	addr  string
+}
+
+// bucket is one counter of failures.
+type bucket struct {
+	N     int   `json:"n"`
+	Reset int64 `json:"reset"` // Unix seconds at which the window ends
+}
+
+func limitsDir() string { return raftstore.SystemPrefix + "/limits" }
+
+func limitPath(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return limitsDir() + "/" + hex.EncodeToString(h.Sum(nil))
+}
+
+type boundRule struct {
+	path string
+	rule LimitRule
+}
+
+// rules lists the buckets an attempt counts against.
+func (s *Service) rules(a attempt) []boundRule {
+	email := NormalizeEmail(a.email)
+	var out []boundRule
+	add := func(r LimitRule, parts ...string) {
+		if r.Max > 0 && r.Window > 0 {
+			out = append(out, boundRule{path: limitPath(parts...), rule: r})
+		}
+	}
+	switch a.kind {
+	case kindPassword:
+		add(s.limits.PasswordPerAccount, "password", a.pid, email)
+		if a.addr != "" {
+			add(s.limits.PasswordPerAccountAddr, "password+addr", a.pid, email, a.addr)
+		}
+	case kindCode:
+		add(s.limits.CodePerAccount, "code", a.pid, email)
+		if a.addr != "" {
+			add(s.limits.CodePerAccountAddr, "code+addr", a.pid, email, a.addr)
+		}
+	case kindReset:
+		// A verify token carries 256 random bits: guessing is hopeless, so only
+		// the address rule applies.
+	}
+	if a.addr != "" {
+		add(s.limits.PerAddr, "addr", a.addr)
+	}
+	return out
+}
+
+// checkLimits refuses an attempt whose buckets are full. It reads this node's
+// applied state: the callers make a strong read first, so failures recorded
+// through any node count here.
+func (s *Service) checkLimits(a attempt) error {
+	now := s.now().Unix()
+	var wait int64
+	for _, br := range s.rules(a) {
+		var b bucket
+		ok, err := s.getJSON(br.path, &b)
+		if err != nil {
+			return err
+		}
+		if ok && now < b.Reset && b.N >= br.rule.Max && b.Reset-now > wait {
+			wait = b.Reset - now
+		}
+	}
+	if wait > 0 {
+		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
+	}
+	return nil
+}
+
+// maxCASRetries bounds compare-and-set loops against concurrent writers.
+const maxCASRetries = 8
+
+// recordFailure counts a failed attempt in every bucket, atomically: one
+// transaction conditioned on the revisions it read, retried on conflict.
+func (s *Service) recordFailure(ctx context.Context, a attempt) error {
+	rules := s.rules(a)
+	if len(rules) == 0 {
+		return nil
+	}
+	for try := 0; try < maxCASRetries; try++ {
+		now := s.now()
+		txn := &raftstore.Txn{Time: now.UnixNano()}
+		for _, br := range rules {
+			doc, err := s.store.Get(br.path)
+			if err != nil {
+				return err
+			}
+			var b bucket
+			var rev uint64
+			if doc != nil {
+				rev = doc.Revision
+				if err := decodeJSON(doc, &b); err != nil {
+					return err
+				}
+			}
+			if doc == nil || now.Unix() >= b.Reset {
+				b = bucket{N: 1, Reset: now.Add(br.rule.Window).Unix()}
+			} else {
+				b.N++
+			}
+			txn.Conds = append(txn.Conds, raftstore.Cond{Path: br.path, Kind: raftstore.CondRevision, Revision: rev})
+			txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: br.path, Data: mustJSON(b)})
+		}
+		res, err := s.store.Txn(ctx, txn)
+		if err != nil {
+			return fmt.Errorf("record failed attempt: %w", err)
+		}
+		if res.OK() {
+			return nil
+		}
+		// Someone else counted a failure meanwhile: catch up and count again.
+		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
+			return fmt.Errorf("record failed attempt: %w", err)
+		}
+	}
+	return fmt.Errorf("record failed attempt: %d conflicts in a row", maxCASRetries)
+}
+
+// clearAccountAddr returns the op that forgets the account-and-address
+// password failures after a successful login from that address (nil when
+// there is nothing to forget), so one typo-prone user does not accumulate
+// towards a lock over many days.
+func (s *Service) clearAccountAddr(a attempt) *raftstore.Op {
+	if a.addr == "" {
+		return nil
+	}
+	p := limitPath("password+addr", a.pid, NormalizeEmail(a.email), a.addr)
+	if doc, err := s.store.Get(p); err != nil || doc == nil {
+		return nil
+	}
+	return &raftstore.Op{Kind: raftstore.OpDelete, Path: p, IfExists: true}
+}

@@ -1,0 +1,458 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"image/png"
+	"strings"
+	"time"
+
+	"github.com/pquerna/otp"
+	"github.com/pquerna/otp/totp"
+
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// TOTP parameters (RFC 6238). SHA-1, 6 digits and 30 s are what every
+// authenticator app understands; one step of drift either way is accepted.
+const (
+	totpPeriod = 30
+	totpSkew   = 1
+	// RecoveryCodeCount recovery codes are issued when TOTP is confirmed.
+	RecoveryCodeCount = 10
+	// recoveryCodeLen characters of [a-z2-7]: 80 bits per code.
+	recoveryCodeLen = 16
+	qrSize          = 256
+)
+
+var totpOpts = totp.ValidateOpts{Period: totpPeriod, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1}
+
+// Enrollment is a pending authenticator: the secret to type or scan.
+type Enrollment struct {
+	Secret     string `json:"secret"`
+	OtpauthURL string `json:"otpauthUrl"`
+	QRPng      string `json:"qrPng"`
+}
+
+// Confirmation is the answer to a confirmed enrollment. The recovery codes
+// are shown only here.
+type Confirmation struct {
+	TOTPEnabled   bool     `json:"totpEnabled"`
+	RecoveryCodes []string `json:"recoveryCodes"`
+	Revision      uint64   `json:"-"`
+}
+
+// VerifyResult is a proven code: a single-use token for reset-password.
+type VerifyResult struct {
+	VerifyToken string `json:"verifyToken"`
+	ExpiresIn   int    `json:"expiresIn"`
+	Revision    uint64 `json:"-"`
+}
+
+// sealAAD binds a sealed secret to its account.
+func sealAAD(pid, uid string) []byte { return []byte("totp\x00" + pid + "\x00" + uid) }
+
+// updateAccount runs a compare-and-set loop on one account: change is given
+// the current account and returns the extra ops of the transaction (the
+// account itself is written from the mutated value), or an error to stop.
+func (s *Service) updateAccount(ctx context.Context, pid, uid string, change func(acc *account) ([]raftstore.Op, []raftstore.Cond, error)) (*account, uint64, error) {
+	for try := 0; try < maxCASRetries; try++ {
+		acc, rev, err := s.accountRev(pid, uid)
+		if err != nil {
+			return nil, 0, err
+		}
+		if acc == nil {
+			return nil, 0, ErrInvalidToken
+		}
+		extra, conds, err := change(acc)
+		if err != nil {
+			return nil, 0, err
+		}
+		txn := &raftstore.Txn{
+			Time:  s.now().UnixNano(),
+			Conds: append([]raftstore.Cond{{Path: userPath(pid, uid), Kind: raftstore.CondRevision, Revision: rev}}, conds...),
+			Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)}}, extra...),
+		}
+		res, err := s.store.Txn(ctx, txn)
+		if err != nil {
+			return nil, 0, err
+		}
+		if res.OK() {
+			return acc, res.Revision, nil
+		}
+		if res.Err == raftstore.ErrCodeCondFailed && res.Index > 0 {
+			// One of the caller's own conditions failed (a ticket or token
+			// was used meanwhile): that is final.
+			return nil, 0, errCondLost
+		}
+		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
+			return nil, 0, err
+		}
+	}
+	return nil, 0, fmt.Errorf("update account: %d conflicts in a row", maxCASRetries)
+}
+
+// errCondLost means a compare-and-set lost to a concurrent use of the same
+// single-use secret.
+var errCondLost = fmt.Errorf("auth: concurrent use")
+
+// Enroll starts (or restarts) TOTP enrollment: a new pending secret, sealed
+// at rest, shown once as text, otpauth URL and QR code.
+func (s *Service) Enroll(ctx context.Context, p *Principal) (*Enrollment, uint64, error) {
+	if s.sealer == nil {
+		return nil, 0, ErrNoSecretKey
+	}
+	issuer := "edgebase"
+	var proj project
+	if ok, err := s.getJSON(projectPath(p.ProjectID), &proj); err != nil {
+		return nil, 0, err
+	} else if ok && proj.Name != "" {
+		issuer = proj.Name
+	}
+	key, err := totp.Generate(totp.GenerateOpts{
+		Issuer: issuer, AccountName: p.Email, Period: totpPeriod, SecretSize: 20,
+		Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1,
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("generate totp key: %w", err)
+	}
+	sealed, err := s.sealer.Seal([]byte(key.Secret()), sealAAD(p.ProjectID, p.UserID))
+	if err != nil {
+		return nil, 0, err
+	}
+	_, rev, err := s.updateAccount(ctx, p.ProjectID, p.UserID, func(acc *account) ([]raftstore.Op, []raftstore.Cond, error) {
+		if acc.totpEnabled() {
+			return nil, nil, ErrTOTPEnabled
+		}
+		acc.TOTP = &totpState{Pending: sealed}
+		return nil, nil, nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	img, err := key.Image(qrSize, qrSize)
+	if err != nil {
+		return nil, 0, fmt.Errorf("render qr code: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, 0, fmt.Errorf("encode qr code: %w", err)
+	}
+	return &Enrollment{Secret: key.Secret(), OtpauthURL: key.URL(), QRPng: base64.StdEncoding.EncodeToString(buf.Bytes())}, rev, nil
+}
+
+// Confirm turns TOTP on once the caller proves the pending secret with a
+// code, and returns ten recovery codes.
+func (s *Service) Confirm(ctx context.Context, p *Principal, code string) (*Confirmation, error) {
+	if s.sealer == nil {
+		return nil, ErrNoSecretKey
+	}
+	codes, hashes, salt, err := newRecoveryCodes()
+	if err != nil {
+		return nil, err
+	}
+	_, rev, err := s.updateAccount(ctx, p.ProjectID, p.UserID, func(acc *account) ([]raftstore.Op, []raftstore.Cond, error) {
+		if acc.totpEnabled() {
+			return nil, nil, ErrTOTPEnabled
+		}
+		if acc.TOTP == nil || acc.TOTP.Pending == "" {
+			return nil, nil, ErrTOTPNotPending
+		}
+		secret, err := s.sealer.Open(acc.TOTP.Pending, sealAAD(p.ProjectID, p.UserID))
+		if err != nil {
+			return nil, nil, err
+		}
+		step, ok := s.matchTOTP(string(secret), normalizeCode(code), 0)
+		if !ok {
+			return nil, nil, ErrInvalidCode
+		}
+		acc.TOTP = &totpState{Secret: acc.TOTP.Pending, LastStep: step, RecoverySalt: salt, Recovery: hashes}
+		acc.TOTPEnabled = true
+		return nil, nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Confirmation{TOTPEnabled: true, RecoveryCodes: codes, Revision: rev}, nil
+}
+
+// useCode checks a TOTP or recovery code against an enabled account and
+// records its use on acc (the last accepted step, or the spent recovery
+// code). It reports whether the code was good.
+func (s *Service) useCode(acc *account, pid, code string) (bool, error) {
+	if !acc.totpEnabled() {
+		return false, nil
+	}
+	code = normalizeCode(code)
+	if isTOTPShape(code) {
+		secret, err := s.sealer.Open(acc.TOTP.Secret, sealAAD(pid, acc.ID))
+		if err != nil {
+			return false, err
+		}
+		step, ok := s.matchTOTP(string(secret), code, acc.TOTP.LastStep)
+		if ok {
+			acc.TOTP.LastStep = step
+		}
+		return ok, nil
+	}
+	if len(code) != recoveryCodeLen {
+		return false, nil
+	}
+	h := recoveryHash(acc.TOTP.RecoverySalt, code)
+	found := -1
+	for i, stored := range acc.TOTP.Recovery {
+		if EqualHash(stored, h) {
+			found = i
+		}
+	}
+	if found < 0 {
+		return false, nil
+	}
+	acc.TOTP.Recovery = append(acc.TOTP.Recovery[:found:found], acc.TOTP.Recovery[found+1:]...)
+	return true, nil
+}
+
+// matchTOTP returns the time step whose code equals code, among the current
+// step ±totpSkew, refusing steps at or before lastStep (replays). Every
+// candidate is compared in constant time.
+func (s *Service) matchTOTP(secret, code string, lastStep int64) (int64, bool) {
+	if !isTOTPShape(code) {
+		return 0, false
+	}
+	cur := s.now().Unix() / totpPeriod
+	var matched int64
+	ok := false
+	for st := cur - totpSkew; st <= cur+totpSkew; st++ {
+		want, err := totp.GenerateCodeCustom(secret, time.Unix(st*totpPeriod, 0), totpOpts)
+		if err != nil {
+			return 0, false
+		}
+		if subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1 && st > lastStep && !ok {
+			matched, ok = st, true
+		}
+	}
+	return matched, ok
+}
+
+// normalizeCode drops the spaces and dashes people type in codes and
+// lowercases recovery codes.
+func normalizeCode(code string) string {
+	return strings.ToLower(strings.Map(func(r rune) rune {
+		if r == ' ' || r == '-' {
+			return -1
+		}
+		return r
+	}, code))
+}
+
+func isTOTPShape(code string) bool {
+	if len(code) != 6 {
+		return false
+	}
+	for i := 0; i < len(code); i++ {
+		if code[i] < '0' || code[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// newRecoveryCodes returns codes formatted for people (xxxx-xxxx-xxxx-xxxx),
+// their salted hashes for storage, and the salt.
+func newRecoveryCodes() (codes, hashes []string, salt string, err error) {
+	saltRaw := make([]byte, 16)
+	if _, err := rand.Read(saltRaw); err != nil {
+		return nil, nil, "", fmt.Errorf("random salt: %w", err)
+	}
+	salt = hex.EncodeToString(saltRaw)
+	for i := 0; i < RecoveryCodeCount; i++ {
+		raw := make([]byte, recoveryCodeLen)
+		if _, err := rand.Read(raw); err != nil {
+			return nil, nil, "", fmt.Errorf("random recovery code: %w", err)
+		}
+		for j, c := range raw {
+			raw[j] = idAlphabet[c&31]
+		}
+		c := string(raw)
+		codes = append(codes, c[0:4]+"-"+c[4:8]+"-"+c[8:12]+"-"+c[12:16])
+		hashes = append(hashes, recoveryHash(salt, c))
+	}
+	return codes, hashes, salt, nil
+}
+
+func recoveryHash(salt, code string) string {
+	sum := sha256.Sum256([]byte("recovery\x00" + salt + "\x00" + code))
+	return hex.EncodeToString(sum[:])
+}
+
+// LoginVerify completes a login with a second factor: the ticket from login
+// and a TOTP or recovery code give a session. A ticket is single use, lasts
+// TicketTTL and is void after MaxTicketFailures wrong codes.
+func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr string) (*AuthResult, error) {
+	if ticketTok == "" {
+		return nil, ErrInvalidTicket
+	}
+	tpath := ticketPath(HashToken(ticketTok))
+	for try := 0; try < maxCASRetries; try++ {
+		tdoc, err := s.store.Get(tpath)
+		if err != nil {
+			return nil, err
+		}
+		if tdoc == nil {
+			return nil, ErrInvalidTicket
+		}
+		var t ticket
+		if err := decodeJSON(tdoc, &t); err != nil {
+			return nil, err
+		}
+		if t.ProjectID != pid || s.now().Unix() >= t.ExpiresAt || t.Failures >= MaxTicketFailures {
+			return nil, ErrInvalidTicket
+		}
+		acc, arev, err := s.accountRev(pid, t.UserID)
+		if err != nil {
+			return nil, err
+		}
+		if acc == nil || acc.SessionGen != t.Gen || !acc.totpEnabled() {
+			return nil, ErrInvalidTicket
+		}
+		at := attempt{kind: kindCode, pid: pid, email: acc.Email, addr: addr}
+		if err := s.checkLimits(at); err != nil {
+			return nil, err
+		}
+		good, err := s.useCode(acc, pid, code)
+		if err != nil {
+			return nil, err
+		}
+		now := s.now()
+		if !good {
+			if err := s.recordFailure(ctx, at); err != nil {
+				return nil, err
+			}
+			t.Failures++
+			op := raftstore.Op{Kind: raftstore.OpPut, Path: tpath, Data: mustJSON(t)}
+			if t.Failures >= MaxTicketFailures {
+				op = raftstore.Op{Kind: raftstore.OpDelete, Path: tpath}
+			}
+			res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
+				Conds: []raftstore.Cond{{Path: tpath, Kind: raftstore.CondRevision, Revision: tdoc.Revision}},
+				Ops:   []raftstore.Op{op}})
+			if err != nil {
+				return nil, err
+			}
+			if !res.OK() {
+				// The ticket moved meanwhile (another wrong code, or a use):
+				// count this failure against its new state.
+				if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, ErrInvalidCode
+		}
+		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
+			Conds: []raftstore.Cond{
+				{Path: tpath, Kind: raftstore.CondRevision, Revision: tdoc.Revision},
+				{Path: userPath(pid, acc.ID), Kind: raftstore.CondRevision, Revision: arev},
+			},
+			Ops: []raftstore.Op{
+				{Kind: raftstore.OpDelete, Path: tpath},
+				{Kind: raftstore.OpPut, Path: userPath(pid, acc.ID), Data: mustJSON(acc)},
+				sessOp,
+			}})
+		if err != nil {
+			return nil, err
+		}
+		if res.OK() {
+			return &AuthResult{Token: token, User: acc.User, Revision: res.Revision}, nil
+		}
+		// A concurrent attempt used the ticket or a code: look again; a
+		// replayed code or a used ticket fails on the next round.
+		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("login-verify: %d conflicts in a row", maxCASRetries)
+}
+
+// VerifyForReset proves a TOTP or recovery code for the account of email
+// and returns a single-use token for reset-password. Unknown emails,
+// accounts without TOTP and wrong codes all answer ErrInvalidCode.
+func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr string) (*VerifyResult, error) {
+	at := attempt{kind: kindCode, pid: pid, email: email, addr: addr}
+	if err := s.checkLimits(at); err != nil {
+		return nil, err
+	}
+	idx := emailIndex{}
+	if _, err := s.getJSON(emailPath(pid, email), &idx); err != nil {
+		return nil, err
+	}
+	tok, err := NewToken(verifyPrefix)
+	if err != nil {
+		return nil, err
+	}
+	_, rev, err := s.updateAccount(ctx, pid, idx.UserID, func(acc *account) ([]raftstore.Op, []raftstore.Cond, error) {
+		good, err := s.useCode(acc, pid, code)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !good {
+			return nil, nil, ErrInvalidCode
+		}
+		g := verifyGrant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(VerifyTTL).Unix()}
+		return []raftstore.Op{{Kind: raftstore.OpPut, Path: verifyPath(HashToken(tok)), Data: mustJSON(g)}}, nil, nil
+	})
+	if err == ErrInvalidToken || err == ErrInvalidCode {
+		// ErrInvalidToken: no such account. Same answer as a wrong code.
+		if err := s.recordFailure(ctx, at); err != nil {
+			return nil, err
+		}
+		return nil, ErrInvalidCode
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &VerifyResult{VerifyToken: tok, ExpiresIn: int(VerifyTTL / time.Second), Revision: rev}, nil
+}
+
+// DisableTOTP turns the second factor off after a current TOTP or recovery
+// code proves the caller still holds it.
+func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr string) (*User, uint64, error) {
+	at := attempt{kind: kindCode, pid: p.ProjectID, email: p.Email, addr: addr}
+	if err := s.checkLimits(at); err != nil {
+		return nil, 0, err
+	}
+	acc, rev, err := s.updateAccount(ctx, p.ProjectID, p.UserID, func(acc *account) ([]raftstore.Op, []raftstore.Cond, error) {
+		if !acc.totpEnabled() {
+			return nil, nil, ErrTOTPNotEnabled
+		}
+		good, err := s.useCode(acc, p.ProjectID, code)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !good {
+			return nil, nil, ErrInvalidCode
+		}
+		acc.TOTP = nil
+		acc.TOTPEnabled = false
+		return nil, nil, nil
+	})
+	if err == ErrInvalidCode {
+		if err := s.recordFailure(ctx, at); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return &acc.User, rev, nil
+}
