@@ -41,6 +41,9 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 		}
 		return nil, &FieldError{Field: "currentPassword", Err: ErrInvalidCredentials}
 	}
+	if err := s.checkLimits(at); err != nil {
+		return nil, err
+	}
 	hash, err := s.hasher.Hash(ctx, next)
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)

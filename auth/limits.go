@@ -145,7 +145,9 @@ func (s *Service) rules(a attempt) []boundRule {
 
 // checkLimits refuses an attempt whose buckets are full. It reads this node's
 // applied state: the callers make a strong read first, so failures recorded
-// through any node count here.
+// through any node count here. Callers check before the work (so a locked
+// key costs no hashing) and again before revealing a success (so a right
+// guess that raced past a filling limit is withheld too).
 func (s *Service) checkLimits(a attempt) error {
 	now := s.now().Unix()
 	var wait int64
@@ -169,7 +171,12 @@ func (s *Service) checkLimits(a attempt) error {
 const maxCASRetries = 8
 
 // recordFailure counts a failed attempt in every bucket, atomically: one
-// transaction conditioned on the revisions it read, retried on conflict.
+// transaction conditioned on the revisions it read, retried on conflict. It
+// is also the gate that makes the limits exact under concurrency: when a
+// bucket is already full at the moment of the compare-and-set, the failure is
+// not counted and the caller answers with the returned *RateLimitError
+// instead of "wrong", so however many guesses run at once, at most Max of
+// them per window are ever answered.
 func (s *Service) recordFailure(ctx context.Context, a attempt) error {
 	rules := s.rules(a)
 	if len(rules) == 0 {
@@ -178,6 +185,7 @@ func (s *Service) recordFailure(ctx context.Context, a attempt) error {
 	for try := 0; try < maxCASRetries; try++ {
 		now := s.now()
 		txn := &raftstore.Txn{Time: now.UnixNano()}
+		var wait int64
 		for _, br := range rules {
 			doc, err := s.store.Get(br.path)
 			if err != nil {
@@ -191,13 +199,19 @@ func (s *Service) recordFailure(ctx context.Context, a attempt) error {
 					return err
 				}
 			}
-			if doc == nil || now.Unix() >= b.Reset {
+			switch {
+			case doc == nil || now.Unix() >= b.Reset:
 				b = bucket{N: 1, Reset: now.Add(br.rule.Window).Unix()}
-			} else {
+			case b.N >= br.rule.Max:
+				wait = max(wait, b.Reset-now.Unix())
+			default:
 				b.N++
 			}
 			txn.Conds = append(txn.Conds, raftstore.Cond{Path: br.path, Kind: raftstore.CondRevision, Revision: rev})
 			txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: br.path, Data: mustJSON(b)})
+		}
+		if wait > 0 {
+			return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
 		}
 		res, err := s.store.Txn(ctx, txn)
 		if err != nil {

@@ -429,6 +429,9 @@ func (s *Service) Login(ctx context.Context, pid, email, password, addr string) 
 		}
 		return nil, ErrInvalidCredentials
 	}
+	if err := s.checkLimits(at); err != nil {
+		return nil, err
+	}
 	txn := &raftstore.Txn{
 		Time:  s.now().UnixNano(),
 		Conds: []raftstore.Cond{{Path: userPath(pid, acc.ID), Kind: raftstore.CondExists}},

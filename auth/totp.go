@@ -355,6 +355,9 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 			}
 			return nil, ErrInvalidCode
 		}
+		if err := s.checkLimits(at); err != nil {
+			return nil, err
+		}
 		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
 		if err != nil {
 			return nil, err
@@ -408,6 +411,9 @@ func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr str
 		if !good {
 			return nil, nil, ErrInvalidCode
 		}
+		if err := s.checkLimits(at); err != nil {
+			return nil, nil, err
+		}
 		g := verifyGrant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(VerifyTTL).Unix()}
 		return []raftstore.Op{{Kind: raftstore.OpPut, Path: verifyPath(HashToken(tok)), Data: mustJSON(g)}}, nil, nil
 	})
@@ -442,13 +448,16 @@ func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr stri
 		if !good {
 			return nil, nil, ErrInvalidCode
 		}
+		if err := s.checkLimits(at); err != nil {
+			return nil, nil, err
+		}
 		acc.TOTP = nil
 		acc.TOTPEnabled = false
 		return nil, nil, nil
 	})
 	if err == ErrInvalidCode {
-		if err := s.recordFailure(ctx, at); err != nil {
-			return nil, 0, err
+		if rerr := s.recordFailure(ctx, at); rerr != nil {
+			return nil, 0, rerr
 		}
 	}
 	if err != nil {
