@@ -222,8 +222,9 @@ func randomBytes(n uint32) []byte {
 }
 
 // ValidatePassword enforces the password policy: MinPasswordLen to
-// MaxPasswordLen characters counted as runes, and not one of the common
-// passwords (case-insensitive). There are deliberately no composition rules
+// MaxPasswordLen characters counted as runes, and not one of the 10,000 most
+// common passwords embedded in the binary (case-insensitive; see
+// common_passwords.txt). There are deliberately no composition rules
 // (NIST SP 800-63B §3.1.1.2): length and a blocklist do more good.
 func ValidatePassword(pw string) error {
 	n := utf8.RuneCountInString(pw)
@@ -239,13 +240,20 @@ func ValidatePassword(pw string) error {
 	return nil
 }
 
+// commonPasswordsText is the top 10,000 of the xato.net 10-million-password
+// list (SecLists, MIT), in frequency order, lowercased, one per line, without
+// duplicates. Entries shorter than MinPasswordLen are kept as in the source
+// list; the length check rejects them first. Provenance and the command that
+// regenerates the file: COMMON_PASSWORDS_SOURCE.md.
+//
 //go:embed common_passwords.txt
 var commonPasswordsText string
 
 // commonPasswords is the embedded list as a set, built on first use and never
-// modified afterwards. Entries are stored lowercased.
+// modified afterwards. Entries are stored lowercased; blank lines and lines
+// starting with # are skipped.
 var commonPasswords = sync.OnceValue(func() map[string]struct{} {
-	set := make(map[string]struct{}, 1024)
+	set := make(map[string]struct{}, strings.Count(commonPasswordsText, "\n")+1)
 	sc := bufio.NewScanner(strings.NewReader(commonPasswordsText))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"regexp"
@@ -280,23 +281,103 @@ func TestValidatePassword(t *testing.T) {
 	}
 }
 
+// The list is the top 10,000 of the xato.net 10M list (see
+// COMMON_PASSWORDS_SOURCE.md). These numbers pin it: a regenerated list must
+// update them on purpose.
+const (
+	commonPasswordCount       = 10000
+	commonPasswordCountMinLen = 3377 // entries of at least MinPasswordLen (8) characters
+)
+
 func TestCommonPasswordList(t *testing.T) {
 	t.Parallel()
 	set := commonPasswords()
-	if len(set) < 200 {
-		t.Errorf("common password list has %d entries, want >= 200", len(set))
+	if len(set) != commonPasswordCount {
+		t.Errorf("common password list has %d entries, want %d", len(set), commonPasswordCount)
 	}
+	long := 0
 	for pw := range set {
-		if n := utf8.RuneCountInString(pw); n < MinPasswordLen || n > MaxPasswordLen {
-			t.Errorf("list entry %q has %d characters: ValidatePassword would reject it by length", pw, n)
+		n := utf8.RuneCountInString(pw)
+		if n > MaxPasswordLen {
+			t.Errorf("list entry %q has %d characters, more than MaxPasswordLen", pw, n)
 		}
-		if err := ValidatePassword(strings.ToUpper(pw)); !errors.Is(err, ErrPasswordCommon) {
-			t.Errorf("ValidatePassword(%q) = %v, want ErrPasswordCommon", strings.ToUpper(pw), err)
+		want := ErrPasswordCommon
+		if n < MinPasswordLen {
+			// Kept as in the source list; the length rule refuses these first.
+			want = ErrPasswordTooShort
+		} else {
+			long++
+		}
+		if err := ValidatePassword(strings.ToUpper(pw)); !errors.Is(err, want) {
+			t.Errorf("ValidatePassword(%q) = %v, want %v", strings.ToUpper(pw), err, want)
 		}
 	}
-	for _, pw := range []string{"password", "12345678", "123456789", "qwertyuiop", "iloveyou", "password1", "sunshine"} {
+	if long != commonPasswordCountMinLen {
+		t.Errorf("%d list entries have at least %d characters, want %d", long, MinPasswordLen, commonPasswordCountMinLen)
+	}
+	for _, pw := range []string{
+		"password", "12345678", "123456789", "1234567890", "qwertyuiop", "iloveyou",
+		"password1", "sunshine", "baseball", "football", "trustno1", "superman",
+		"jennifer", "michelle", "princess", "1qaz2wsx", "computer", "starwars",
+	} {
 		if _, ok := set[pw]; !ok {
 			t.Errorf("%q missing from the common password list", pw)
+		}
+	}
+}
+
+func TestCommonPasswordsText(t *testing.T) {
+	t.Parallel()
+	if strings.ContainsRune(commonPasswordsText, '\r') {
+		t.Error("common_passwords.txt contains a CR character")
+	}
+	if !strings.HasSuffix(commonPasswordsText, "\n") || strings.HasSuffix(commonPasswordsText, "\n\n") {
+		t.Error("common_passwords.txt must end with exactly one newline")
+	}
+	lines := strings.Split(strings.TrimSuffix(commonPasswordsText, "\n"), "\n")
+	if len(lines) != commonPasswordCount {
+		t.Errorf("common_passwords.txt has %d lines, want %d (one entry per line, no duplicates)", len(lines), commonPasswordCount)
+	}
+	for i, line := range lines {
+		switch {
+		case line == "":
+			t.Errorf("line %d is blank", i+1)
+		case line != strings.TrimSpace(line):
+			t.Errorf("line %d %q has surrounding white space", i+1, line)
+		case line != strings.ToLower(line):
+			t.Errorf("line %d %q is not lowercase", i+1, line)
+		case strings.HasPrefix(line, "#"):
+			t.Errorf("line %d %q would be skipped as a comment", i+1, line)
+		}
+	}
+	// Frequency order from the source list: the most common ones come first.
+	if len(lines) >= 3 && (lines[0] != "123456" || lines[1] != "password" || lines[2] != "12345678") {
+		t.Errorf("first lines %q, want the source list's order (123456, password, 12345678)", lines[:3])
+	}
+}
+
+func TestValidatePasswordCommonCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	for _, pw := range []string{
+		"PassWord", "PASSWORD", "Password1", "12345678", "QwertyUiop", "ILoveYou",
+		"BaseBall", "FOOTBALL", "TrustNo1", "SuperMan", "Jennifer", "princess",
+	} {
+		if err := ValidatePassword(pw); !errors.Is(err, ErrPasswordCommon) {
+			t.Errorf("ValidatePassword(%q) = %v, want ErrPasswordCommon", pw, err)
+		}
+	}
+}
+
+func TestValidatePasswordStrongAccepted(t *testing.T) {
+	t.Parallel()
+	for _, pw := range []string{
+		"violet tractor mango quilt 47",
+		"Correct-Horse-Battery-Staple-9",
+		rand.Text(), // 26 random base32 characters, 130 bits
+		rand.Text() + " " + rand.Text(),
+	} {
+		if err := ValidatePassword(pw); err != nil {
+			t.Errorf("ValidatePassword(%q) = %v, want nil", pw, err)
 		}
 	}
 }
