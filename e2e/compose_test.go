@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/rfc6238"
 )
 
 const (
@@ -178,6 +180,13 @@ func TestComposeCluster(t *testing.T) {
 	}
 	token := login.Token
 
+	// 2b. The second factor across containers (the nodes share the secret
+	// key of deploy/compose.env): a user enrolls through one node, confirms
+	// through another; the confirming code replayed through a third is
+	// refused; a login through the edge node needs the second step, which a
+	// recovery code completes through the leader, once.
+	totpAcrossNodes(t, nodes, proj.ProjectID, proj.APIKey, leader, followers)
+
 	// 3. Writes through a follower and through the edge node; strong reads
 	// on every other node see them at once (no retry: linearizable reads).
 	written := map[string]map[string]any{}
@@ -246,6 +255,64 @@ func TestComposeCluster(t *testing.T) {
 	// restarted container need not get its old one) must rejoin: Raft keeps
 	// the advertised host name, not the IP it resolved to once.
 	h.addressChange(without(voters, third)[0])
+}
+
+// totpAcrossNodes checks that TOTP state is cluster state: codes come from
+// the independent RFC 6238 implementation in internal/rfc6238.
+func totpAcrossNodes(t *testing.T, nodes map[string]*client, pid, key, leader string, followers []string) {
+	t.Helper()
+	h := map[string]string{"X-Project-Id": pid, "X-API-Key": key}
+	with := func(tok string) map[string]string {
+		m := maps.Clone(h)
+		m["Authorization"] = "Bearer " + tok
+		return m
+	}
+	email, password := "totp-"+randomHex(t, 4)+"@e2e.example.com", "e2e-totp-pw-"+randomHex(t, 8)
+	r, err := nodes["n1"].doJSON(http.MethodPost, "/api/auth", h, map[string]string{"action": "register", "email": email, "password": password, "name": "T"})
+	expect(t, "register on n1", r, err, http.StatusCreated)
+	var reg struct{ Token string }
+	if err := r.decode(&reg); err != nil {
+		t.Fatal(err)
+	}
+	r, err = nodes[followers[0]].doJSON(http.MethodPost, "/api/authenticator/enroll", with(reg.Token), nil)
+	expect(t, "enroll on "+followers[0], r, err, http.StatusOK)
+	var enr struct{ Secret string }
+	if err := r.decode(&enr); err != nil || enr.Secret == "" {
+		t.Fatalf("enroll: no secret in %s (%v)", r, err)
+	}
+	code, err := rfc6238.Authenticator(enr.Secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = nodes[followers[1]].doJSON(http.MethodPost, "/api/authenticator/confirm", with(reg.Token), map[string]string{"code": code})
+	expect(t, "confirm on "+followers[1], r, err, http.StatusOK)
+	var conf struct {
+		TotpEnabled   bool     `json:"totpEnabled"`
+		RecoveryCodes []string `json:"recoveryCodes"`
+	}
+	if err := r.decode(&conf); err != nil || !conf.TotpEnabled || len(conf.RecoveryCodes) != 10 {
+		t.Fatalf("confirm: want totpEnabled and 10 recovery codes, got %s (%v)", r, err)
+	}
+	r, err = nodes[leader].doJSON(http.MethodPost, "/api/authenticator/verify", h, map[string]string{"email": email, "code": code, "projectId": pid})
+	expect(t, "the confirming code replayed on "+leader, r, err, http.StatusBadRequest)
+	r, err = nodes["e1"].doJSON(http.MethodPost, "/api/auth", h, map[string]string{"action": "login", "email": email, "password": password})
+	expect(t, "login on e1", r, err, http.StatusOK)
+	var lg struct {
+		RequiresTotp bool   `json:"requiresTotp"`
+		LoginTicket  string `json:"loginTicket"`
+	}
+	if err := r.decode(&lg); err != nil || !lg.RequiresTotp || lg.LoginTicket == "" {
+		t.Fatalf("login with TOTP on: want requiresTotp and a ticket, got %s (%v)", r, err)
+	}
+	r, err = nodes[leader].doJSON(http.MethodPost, "/api/auth", h, map[string]string{"action": "login-verify", "loginTicket": lg.LoginTicket, "code": conf.RecoveryCodes[0]})
+	expect(t, "login-verify with a recovery code on "+leader, r, err, http.StatusOK)
+	r, err = nodes["e1"].doJSON(http.MethodPost, "/api/auth", h, map[string]string{"action": "login", "email": email, "password": password})
+	expect(t, "second login on e1", r, err, http.StatusOK)
+	if err := r.decode(&lg); err != nil || lg.LoginTicket == "" {
+		t.Fatalf("second login: %s (%v)", r, err)
+	}
+	r, err = nodes[followers[0]].doJSON(http.MethodPost, "/api/auth", h, map[string]string{"action": "login-verify", "loginTicket": lg.LoginTicket, "code": conf.RecoveryCodes[0]})
+	expect(t, "the used recovery code again on "+followers[0], r, err, http.StatusBadRequest)
 }
 
 // addressChange stops a follower, parks a placeholder container on its IP
