@@ -41,9 +41,6 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 		}
 		return nil, &FieldError{Field: "currentPassword", Err: ErrInvalidCredentials}
 	}
-	if err := s.checkLimits(at); err != nil {
-		return nil, err
-	}
 	hash, err := s.hasher.Hash(ctx, next)
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
@@ -55,6 +52,10 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 			// Changed or reset concurrently: the password we checked is gone.
 			return nil, nil, ErrInvalidToken
 		}
+		gate, err := s.limitGate(at)
+		if err != nil {
+			return nil, nil, err
+		}
 		acc.PasswordHash = hash
 		acc.SessionGen++
 		tok, sessOp, err := s.newSession(p.ProjectID, acc.ID, acc.SessionGen)
@@ -62,7 +63,7 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 			return nil, nil, err
 		}
 		token = tok
-		return []raftstore.Op{sessOp}, nil, nil
+		return []raftstore.Op{sessOp}, gate, nil
 	})
 	if err != nil {
 		return nil, err
@@ -115,7 +116,13 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 		return 0, fmt.Errorf("hash password: %w", err)
 	}
 	_, rev, err := s.updateAccount(ctx, pid, g.UserID, func(acc *account) ([]raftstore.Op, []raftstore.Cond, error) {
-		if acc.SessionGen != g.Gen {
+		// Look at the token again: a retry after a conflict may find it
+		// used by a concurrent reset.
+		cur, err := s.store.Get(vpath)
+		if err != nil {
+			return nil, nil, err
+		}
+		if acc.SessionGen != g.Gen || cur == nil || cur.Revision != vdoc.Revision {
 			return nil, nil, ErrInvalidVerifyToken
 		}
 		acc.PasswordHash = hash
@@ -123,8 +130,7 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 		return []raftstore.Op{{Kind: raftstore.OpDelete, Path: vpath}},
 			[]raftstore.Cond{{Path: vpath, Kind: raftstore.CondRevision, Revision: vdoc.Revision}}, nil
 	})
-	if errors.Is(err, errCondLost) {
-		// The token was used by a concurrent reset.
+	if errors.Is(err, ErrInvalidVerifyToken) {
 		return fail()
 	}
 	if err != nil {

@@ -145,26 +145,45 @@ func (s *Service) rules(a attempt) []boundRule {
 
 // checkLimits refuses an attempt whose buckets are full. It reads this node's
 // applied state: the callers make a strong read first, so failures recorded
-// through any node count here. Callers check before the work (so a locked
-// key costs no hashing) and again before revealing a success (so a right
-// guess that raced past a filling limit is withheld too).
+// through any node count here. Callers check before the work, so a locked
+// key costs no hashing.
 func (s *Service) checkLimits(a attempt) error {
+	_, err := s.limitGate(a)
+	return err
+}
+
+// limitGate is checkLimits for revealing a success: besides refusing when a
+// bucket is full, it returns conditions on the buckets' current revisions.
+// The commit that reveals the success carries them, so a failure counted
+// meanwhile (a concurrent guess that filled the bucket) fails that commit;
+// the caller then looks again and answers 429 if the bucket is now full. A
+// right guess racing a filling limit is therefore withheld like the rest.
+func (s *Service) limitGate(a attempt) ([]raftstore.Cond, error) {
 	now := s.now().Unix()
 	var wait int64
+	var conds []raftstore.Cond
 	for _, br := range s.rules(a) {
-		var b bucket
-		ok, err := s.getJSON(br.path, &b)
+		doc, err := s.store.Get(br.path)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if ok && now < b.Reset && b.N >= br.rule.Max && b.Reset-now > wait {
-			wait = b.Reset - now
+		var rev uint64
+		if doc != nil {
+			rev = doc.Revision
+			var b bucket
+			if err := decodeJSON(doc, &b); err != nil {
+				return nil, err
+			}
+			if now < b.Reset && b.N >= br.rule.Max && b.Reset-now > wait {
+				wait = b.Reset - now
+			}
 		}
+		conds = append(conds, raftstore.Cond{Path: br.path, Kind: raftstore.CondRevision, Revision: rev})
 	}
 	if wait > 0 {
-		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
+		return nil, &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
 	}
-	return nil
+	return conds, nil
 }
 
 // maxCASRetries bounds compare-and-set loops against concurrent writers.

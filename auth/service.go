@@ -429,43 +429,57 @@ func (s *Service) Login(ctx context.Context, pid, email, password, addr string) 
 		}
 		return nil, ErrInvalidCredentials
 	}
-	if err := s.checkLimits(at); err != nil {
-		return nil, err
-	}
-	txn := &raftstore.Txn{
-		Time:  s.now().UnixNano(),
-		Conds: []raftstore.Cond{{Path: userPath(pid, acc.ID), Kind: raftstore.CondExists}},
-	}
-	if op := s.clearAccountAddr(at); op != nil {
-		txn.Ops = append(txn.Ops, *op)
-	}
 	out := &LoginResult{}
+	var grantOp raftstore.Op
 	if acc.totpEnabled() {
 		tok, err := NewToken(ticketPrefix)
 		if err != nil {
 			return nil, err
 		}
 		t := ticket{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}
-		txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: ticketPath(HashToken(tok)), Data: mustJSON(t)})
+		grantOp = raftstore.Op{Kind: raftstore.OpPut, Path: ticketPath(HashToken(tok)), Data: mustJSON(t)}
 		out.RequiresTOTP, out.LoginTicket, out.ExpiresIn = true, tok, int(TicketTTL/time.Second)
 	} else {
 		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
 		if err != nil {
 			return nil, err
 		}
-		txn.Ops = append(txn.Ops, sessOp)
+		grantOp = sessOp
 		u := acc.User
 		out.Token, out.User = token, &u
 	}
-	res, err := s.store.Txn(ctx, txn)
-	if err != nil {
-		return nil, err
+	for try := 0; try < maxCASRetries; try++ {
+		// The commit that reveals the success is conditioned on the limit
+		// buckets as judged, so a right guess racing a filling limit is
+		// withheld (see limitGate).
+		gate, err := s.limitGate(at)
+		if err != nil {
+			return nil, err
+		}
+		txn := &raftstore.Txn{
+			Time:  s.now().UnixNano(),
+			Conds: append([]raftstore.Cond{{Path: userPath(pid, acc.ID), Kind: raftstore.CondExists}}, gate...),
+			Ops:   []raftstore.Op{grantOp},
+		}
+		if op := s.clearAccountAddr(at); op != nil {
+			txn.Ops = append(txn.Ops, *op)
+		}
+		res, err := s.store.Txn(ctx, txn)
+		if err != nil {
+			return nil, err
+		}
+		if res.OK() {
+			out.Revision = res.Revision
+			return out, nil
+		}
+		if res.Err == raftstore.ErrCodeCondFailed && res.Index == 0 {
+			return nil, ErrInvalidCredentials // the account was deleted meanwhile
+		}
+		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
+			return nil, err
+		}
 	}
-	if !res.OK() {
-		return nil, ErrInvalidCredentials
-	}
-	out.Revision = res.Revision
-	return out, nil
+	return nil, fmt.Errorf("login: %d conflicts in a row", maxCASRetries)
 }
 
 // accountByEmail returns the account of an email and its document revision

@@ -86,21 +86,14 @@ func (s *Service) updateAccount(ctx context.Context, pid, uid string, change fun
 		if res.OK() {
 			return acc, res.Revision, nil
 		}
-		if res.Err == raftstore.ErrCodeCondFailed && res.Index > 0 {
-			// One of the caller's own conditions failed (a ticket or token
-			// was used meanwhile): that is final.
-			return nil, 0, errCondLost
-		}
+		// A condition failed (the account, a token or a limit bucket moved
+		// meanwhile): catch up and let change judge the new state.
 		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
 			return nil, 0, err
 		}
 	}
 	return nil, 0, fmt.Errorf("update account: %d conflicts in a row", maxCASRetries)
 }
-
-// errCondLost means a compare-and-set lost to a concurrent use of the same
-// single-use secret.
-var errCondLost = fmt.Errorf("auth: concurrent use")
 
 // Enroll starts (or restarts) TOTP enrollment: a new pending secret, sealed
 // at rest, shown once as text, otpauth URL and QR code.
@@ -355,7 +348,8 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 			}
 			return nil, ErrInvalidCode
 		}
-		if err := s.checkLimits(at); err != nil {
+		gate, err := s.limitGate(at)
+		if err != nil {
 			return nil, err
 		}
 		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
@@ -363,10 +357,10 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 			return nil, err
 		}
 		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
-			Conds: []raftstore.Cond{
+			Conds: append([]raftstore.Cond{
 				{Path: tpath, Kind: raftstore.CondRevision, Revision: tdoc.Revision},
 				{Path: userPath(pid, acc.ID), Kind: raftstore.CondRevision, Revision: arev},
-			},
+			}, gate...),
 			Ops: []raftstore.Op{
 				{Kind: raftstore.OpDelete, Path: tpath},
 				{Kind: raftstore.OpPut, Path: userPath(pid, acc.ID), Data: mustJSON(acc)},
@@ -411,11 +405,12 @@ func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr str
 		if !good {
 			return nil, nil, ErrInvalidCode
 		}
-		if err := s.checkLimits(at); err != nil {
+		gate, err := s.limitGate(at)
+		if err != nil {
 			return nil, nil, err
 		}
 		g := verifyGrant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(VerifyTTL).Unix()}
-		return []raftstore.Op{{Kind: raftstore.OpPut, Path: verifyPath(HashToken(tok)), Data: mustJSON(g)}}, nil, nil
+		return []raftstore.Op{{Kind: raftstore.OpPut, Path: verifyPath(HashToken(tok)), Data: mustJSON(g)}}, gate, nil
 	})
 	if err == ErrInvalidToken || err == ErrInvalidCode {
 		// ErrInvalidToken: no such account. Same answer as a wrong code.
@@ -448,12 +443,13 @@ func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr stri
 		if !good {
 			return nil, nil, ErrInvalidCode
 		}
-		if err := s.checkLimits(at); err != nil {
+		gate, err := s.limitGate(at)
+		if err != nil {
 			return nil, nil, err
 		}
 		acc.TOTP = nil
 		acc.TOTPEnabled = false
-		return nil, nil, nil
+		return nil, gate, nil
 	})
 	if err == ErrInvalidCode {
 		if rerr := s.recordFailure(ctx, at); rerr != nil {

@@ -452,9 +452,17 @@ const (
 	// Strong reads are linearizable: they see every write acknowledged before
 	// the read began, on any node.
 	Strong Consistency = iota
-	// Local reads serve this node's applied state as it is (maybe stale).
+	// Local reads serve this node's applied state as it is (maybe stale),
+	// as long as the node is in touch with a leader: a follower that has not
+	// heard from one for MaxLocalStaleness serves them as Strong reads
+	// instead (which fail while it is cut off), so a partitioned node does
+	// not go on serving old data, or honouring revoked tokens, for ever.
 	Local
 )
+
+// MaxLocalStaleness bounds how long a follower cut off from the leader keeps
+// serving local reads.
+const MaxLocalStaleness = 2 * time.Second
 
 // WaitRead blocks until this node's state is fresh enough for a read of the
 // given consistency that must also include revision minRev (0: none).
@@ -464,7 +472,7 @@ func (s *Store) WaitRead(ctx context.Context, c Consistency, minRev uint64) erro
 			return ErrTimeout
 		}
 	}
-	if c == Local {
+	if c == Local && (s.IsLeader() || time.Since(s.raft.LastContact()) <= MaxLocalStaleness) {
 		return nil
 	}
 	idx, err := s.ReadIndex(ctx)
