@@ -197,40 +197,13 @@ const maxCASRetries = 8
 // instead of "wrong", so however many guesses run at once, at most Max of
 // them per window are ever answered.
 func (s *Service) recordFailure(ctx context.Context, a attempt) error {
-	rules := s.rules(a)
-	if len(rules) == 0 {
-		return nil
-	}
 	for try := 0; try < maxCASRetries; try++ {
-		now := s.now()
-		txn := &raftstore.Txn{Time: now.UnixNano()}
-		var wait int64
-		for _, br := range rules {
-			doc, err := s.store.Get(br.path)
-			if err != nil {
-				return err
-			}
-			var b bucket
-			var rev uint64
-			if doc != nil {
-				rev = doc.Revision
-				if err := decodeJSON(doc, &b); err != nil {
-					return err
-				}
-			}
-			switch {
-			case doc == nil || now.Unix() >= b.Reset:
-				b = bucket{N: 1, Reset: now.Add(br.rule.Window).Unix()}
-			case b.N >= br.rule.Max:
-				wait = max(wait, b.Reset-now.Unix())
-			default:
-				b.N++
-			}
-			txn.Conds = append(txn.Conds, raftstore.Cond{Path: br.path, Kind: raftstore.CondRevision, Revision: rev})
-			txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: br.path, Data: mustJSON(b)})
+		txn := &raftstore.Txn{Time: s.now().UnixNano()}
+		if err := s.addFailure(txn, a); err != nil {
+			return err
 		}
-		if wait > 0 {
-			return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
+		if len(txn.Ops) == 0 {
+			return nil
 		}
 		res, err := s.store.Txn(ctx, txn)
 		if err != nil {
@@ -245,6 +218,44 @@ func (s *Service) recordFailure(ctx context.Context, a attempt) error {
 		}
 	}
 	return fmt.Errorf("record failed attempt: %d conflicts in a row", maxCASRetries)
+}
+
+// addFailure adds to txn the increments of a's buckets, each conditioned on
+// the revision it read, or returns a *RateLimitError when a bucket is full
+// already. Callers that must change other records with the same failure (a
+// login ticket's count) put both in one transaction, so a conflict never
+// counts a failure twice.
+func (s *Service) addFailure(txn *raftstore.Txn, a attempt) error {
+	now := s.now()
+	var wait int64
+	for _, br := range s.rules(a) {
+		doc, err := s.store.Get(br.path)
+		if err != nil {
+			return err
+		}
+		var b bucket
+		var rev uint64
+		if doc != nil {
+			rev = doc.Revision
+			if err := decodeJSON(doc, &b); err != nil {
+				return err
+			}
+		}
+		switch {
+		case doc == nil || now.Unix() >= b.Reset:
+			b = bucket{N: 1, Reset: now.Add(br.rule.Window).Unix()}
+		case b.N >= br.rule.Max:
+			wait = max(wait, b.Reset-now.Unix())
+		default:
+			b.N++
+		}
+		txn.Conds = append(txn.Conds, raftstore.Cond{Path: br.path, Kind: raftstore.CondRevision, Revision: rev})
+		txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: br.path, Data: mustJSON(b)})
+	}
+	if wait > 0 {
+		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
+	}
+	return nil
 }
 
 // clearAccountAddr returns the op that forgets the account-and-address

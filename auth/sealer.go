@@ -113,7 +113,9 @@ func (s *Sealer) Open(sealed string, aad []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: sealed under key %s, this node has key %s", ErrSealedCorrupt, id, s.keyID)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil || len(raw) < s.aead.NonceSize() {
+	// Only the canonical encoding opens: the decoder would skip line breaks
+	// and ignore spare low bits, letting several strings mean one value.
+	if err != nil || len(raw) < s.aead.NonceSize() || base64.RawURLEncoding.EncodeToString(raw) != body {
 		return nil, fmt.Errorf("%w: bad encoding", ErrSealedCorrupt)
 	}
 	ns := s.aead.NonceSize()

@@ -324,23 +324,24 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 		}
 		now := s.now()
 		if !good {
-			if err := s.recordFailure(ctx, at); err != nil {
-				return nil, err
-			}
+			// The wrong code counts against the limits and the ticket in one
+			// transaction; on a conflict both are judged again from scratch.
 			t.Failures++
 			op := raftstore.Op{Kind: raftstore.OpPut, Path: tpath, Data: mustJSON(t)}
 			if t.Failures >= MaxTicketFailures {
 				op = raftstore.Op{Kind: raftstore.OpDelete, Path: tpath}
 			}
-			res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
+			txn := &raftstore.Txn{Time: now.UnixNano(),
 				Conds: []raftstore.Cond{{Path: tpath, Kind: raftstore.CondRevision, Revision: tdoc.Revision}},
-				Ops:   []raftstore.Op{op}})
+				Ops:   []raftstore.Op{op}}
+			if err := s.addFailure(txn, at); err != nil {
+				return nil, err
+			}
+			res, err := s.store.Txn(ctx, txn)
 			if err != nil {
 				return nil, err
 			}
 			if !res.OK() {
-				// The ticket moved meanwhile (another wrong code, or a use):
-				// count this failure against its new state.
 				if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
 					return nil, err
 				}

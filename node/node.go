@@ -248,13 +248,21 @@ func (n *Node) leaderDuties(ctx context.Context) {
 // loadSealer reads the secret key from the config, its file, or (--dev) a
 // key file kept in the data dir. No key at all is allowed: TOTP is then off.
 func loadSealer(cfg *Config) (*auth.Sealer, error) {
+	if cfg.SecretKey != "" && cfg.SecretKeyFile != "" {
+		return nil, errors.New("give the secret key once: --secret-key (EDGEBASE_SECRET_KEY) or --secret-key-file, not both")
+	}
 	key := cfg.SecretKey
-	if key == "" && cfg.SecretKeyFile != "" {
+	if cfg.SecretKeyFile != "" {
 		b, err := os.ReadFile(cfg.SecretKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("read secret key file: %w", err)
 		}
-		key = string(b)
+		// A named file must hold a key: an empty one is a mistake, not "no key".
+		raw, err := auth.ParseSecretKey(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("secret key file %s: %w", cfg.SecretKeyFile, err)
+		}
+		return auth.NewSealer(raw)
 	}
 	if key == "" && cfg.Dev {
 		v, err := persistedValue(cfg.DataDir, "dev-secret-key", "", auth.SecretKeyLen)

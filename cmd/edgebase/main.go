@@ -128,7 +128,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve")
 	var cfg node.Config
-	var join, logLevel string
+	var join, logLevel, trustedProxies string
 	fs.StringVar(&cfg.NodeID, "node-id", "", "stable node id (default: generated and kept in the data dir)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for the Raft log, snapshots and the document tree")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", "HTTP listen address (REST, WebSocket, /metrics, health)")
@@ -143,26 +143,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.SecretKey, "secret-key", "", "key encrypting TOTP secrets: 64 hex digits or base64 of 32 bytes, the same on every node (prefer EDGEBASE_SECRET_KEY or --secret-key-file to keep it out of ps)")
 	fs.StringVar(&cfg.SecretKeyFile, "secret-key-file", "", "file holding the secret key")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", auth.DefaultSessionTTL, "how long a session token lasts")
-	fs.Func("trusted-proxies", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client", func(v string) error {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f == "" {
-				continue
-			}
-			if !strings.Contains(f, "/") {
-				a, err := netip.ParseAddr(f)
-				if err != nil {
-					return err
-				}
-				f = netip.PrefixFrom(a, a.BitLen()).String()
-			}
-			p, err := netip.ParsePrefix(f)
-			if err != nil {
-				return err
-			}
-			cfg.TrustedProxies = append(cfg.TrustedProxies, p.Masked())
-		}
-		return nil
-	})
+	fs.StringVar(&trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Raft tuning (operators rarely need these; tests make snapshots frequent).
 	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")
@@ -177,6 +158,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			cfg.Join = append(cfg.Join, u)
 		}
 	}
+	proxies, err := parseProxies(trustedProxies)
+	if err != nil {
+		return usageError("bad --trusted-proxies (EDGEBASE_TRUSTED_PROXIES): " + err.Error())
+	}
+	cfg.TrustedProxies = proxies
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return usageError("bad --log-level " + logLevel)
@@ -194,6 +180,29 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return n.Close(ctx)
+}
+
+// parseProxies reads a comma-separated list of addresses and CIDRs.
+func parseProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				return nil, err
+			}
+			f = netip.PrefixFrom(a, a.BitLen()).String()
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // client is an operator's connection to a running node.
