@@ -34,6 +34,8 @@ Usage:
   edgebase serve [--node-id ID] [--data-dir ./data] [--http-addr :8080] [--raft-addr :7000]
                  [--advertise-http URL] [--advertise-raft HOST:PORT] [--join URL[,URL]]
                  [--edge] [--admin-token T] [--cluster-secret S] [--dev]
+                 [--secret-key-file FILE | --secret-key KEY] [--session-ttl 720h]
+                 [--trusted-proxies CIDR[,CIDR]] [--log-level info]
   edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json]
   edgebase cluster status|remove --server URL --admin-token T [--node-id ID]
   edgebase backup --server URL --admin-token T --out FILE
