@@ -186,8 +186,10 @@ func (s *Service) limitGate(a attempt) ([]raftstore.Cond, error) {
 	return conds, nil
 }
 
-// maxCASRetries bounds compare-and-set loops against concurrent writers.
-const maxCASRetries = 8
+// The compare-and-set loops below retry until the request's context ends:
+// every conflict means another writer's commit went through, so the loops
+// make progress as a whole, and a fixed cap would turn a burst of
+// concurrent guesses into uncounted failures.
 
 // recordFailure counts a failed attempt in every bucket, atomically: one
 // transaction conditioned on the revisions it read, retried on conflict. It
@@ -197,7 +199,15 @@ const maxCASRetries = 8
 // instead of "wrong", so however many guesses run at once, at most Max of
 // them per window are ever answered.
 func (s *Service) recordFailure(ctx context.Context, a attempt) error {
-	for try := 0; try < maxCASRetries; try++ {
+	release, err := s.holdFailGate(ctx)
+	if err != nil {
+		return fmt.Errorf("record failed attempt: %w", err)
+	}
+	defer release()
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("record failed attempt: %w", err)
+		}
 		txn := &raftstore.Txn{Time: s.now().UnixNano()}
 		if err := s.addFailure(txn, a); err != nil {
 			return err
@@ -217,7 +227,16 @@ func (s *Service) recordFailure(ctx context.Context, a attempt) error {
 			return fmt.Errorf("record failed attempt: %w", err)
 		}
 	}
-	return fmt.Errorf("record failed attempt: %d conflicts in a row", maxCASRetries)
+}
+
+// holdFailGate takes this node's failure-counting turn.
+func (s *Service) holdFailGate(ctx context.Context) (func(), error) {
+	select {
+	case s.failGate <- struct{}{}:
+		return func() { <-s.failGate }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // addFailure adds to txn the increments of a's buckets, each conditioned on

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
@@ -81,6 +82,9 @@ func NewHasher(p HashParams, maxConcurrent int) *Hasher {
 	return h
 }
 
+// minHashBudget is the least time a caller must have left to start a hash.
+const minHashBudget = time.Second
+
 func (h *Hasher) acquire(ctx context.Context) error {
 	// Checked first so a cancelled caller never starts work, even when a
 	// slot happens to be free.
@@ -91,6 +95,13 @@ func (h *Hasher) acquire(ctx context.Context) error {
 	case h.sem <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	// A caller whose deadline is about to pass gives its slot back instead of
+	// hashing for an answer nobody will wait for (and that could not be
+	// committed in time anyway).
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < minHashBudget {
+		<-h.sem
+		return context.DeadlineExceeded
 	}
 	n := h.active.Add(1)
 	for {

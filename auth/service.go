@@ -57,6 +57,9 @@ type Service struct {
 	sealer *Sealer
 	limits Limits
 	logger *slog.Logger
+	// failGate serialises failure counting on this node: a burst of guesses
+	// would otherwise mostly collide on the same counters and retry.
+	failGate chan struct{}
 
 	rulesMu    sync.Mutex
 	rulesCache map[string]cachedRules
@@ -92,7 +95,8 @@ func NewService(cfg Config) (*Service, error) {
 		limits = *cfg.Limits
 	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL,
-		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{}}, nil
+		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{},
+		failGate: make(chan struct{}, 1)}, nil
 }
 
 // Roles.
@@ -448,7 +452,10 @@ func (s *Service) Login(ctx context.Context, pid, email, password, addr string) 
 		u := acc.User
 		out.Token, out.User = token, &u
 	}
-	for try := 0; try < maxCASRetries; try++ {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("login: %w", err)
+		}
 		// The commit that reveals the success is conditioned on the limit
 		// buckets as judged, so a right guess racing a filling limit is
 		// withheld (see limitGate).
@@ -479,7 +486,6 @@ func (s *Service) Login(ctx context.Context, pid, email, password, addr string) 
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("login: %d conflicts in a row", maxCASRetries)
 }
 
 // accountByEmail returns the account of an email and its document revision

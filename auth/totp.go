@@ -62,7 +62,10 @@ func sealAAD(pid, uid string) []byte { return []byte("totp\x00" + pid + "\x00" +
 // the current account and returns the extra ops of the transaction (the
 // account itself is written from the mutated value), or an error to stop.
 func (s *Service) updateAccount(ctx context.Context, pid, uid string, change func(acc *account) ([]raftstore.Op, []raftstore.Cond, error)) (*account, uint64, error) {
-	for try := 0; try < maxCASRetries; try++ {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("update account: %w", err)
+		}
 		acc, rev, err := s.accountRev(pid, uid)
 		if err != nil {
 			return nil, 0, err
@@ -92,7 +95,6 @@ func (s *Service) updateAccount(ctx context.Context, pid, uid string, change fun
 			return nil, 0, err
 		}
 	}
-	return nil, 0, fmt.Errorf("update account: %d conflicts in a row", maxCASRetries)
 }
 
 // Enroll starts (or restarts) TOTP enrollment: a new pending secret, sealed
@@ -292,7 +294,10 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 		return nil, ErrInvalidTicket
 	}
 	tpath := ticketPath(HashToken(ticketTok))
-	for try := 0; try < maxCASRetries; try++ {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("login-verify: %w", err)
+		}
 		tdoc, err := s.store.Get(tpath)
 		if err != nil {
 			return nil, err
@@ -334,10 +339,12 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 			txn := &raftstore.Txn{Time: now.UnixNano(),
 				Conds: []raftstore.Cond{{Path: tpath, Kind: raftstore.CondRevision, Revision: tdoc.Revision}},
 				Ops:   []raftstore.Op{op}}
-			if err := s.addFailure(txn, at); err != nil {
-				return nil, err
+			release, err := s.holdFailGate(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("login-verify: %w", err)
 			}
-			res, err := s.store.Txn(ctx, txn)
+			res, err := s.commitFailure(ctx, txn, at)
+			release()
 			if err != nil {
 				return nil, err
 			}
@@ -379,7 +386,14 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("login-verify: %d conflicts in a row", maxCASRetries)
+}
+
+// commitFailure adds a's counters to txn and commits it.
+func (s *Service) commitFailure(ctx context.Context, txn *raftstore.Txn, a attempt) (*raftstore.TxnResult, error) {
+	if err := s.addFailure(txn, a); err != nil {
+		return nil, err
+	}
+	return s.store.Txn(ctx, txn)
 }
 
 // VerifyForReset proves a TOTP or recovery code for the account of email

@@ -126,7 +126,7 @@ func errorFor(err error) *apiError {
 	case errors.Is(err, raftstore.ErrUnknownOutcome):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the write may or may not have been applied; read before retrying", RetryAfter: 1}
 	case errors.Is(err, raftstore.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the node could not reach the required consistency in time; retry", RetryAfter: 1}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request could not be completed in time; retry", RetryAfter: 1}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 }

@@ -12,7 +12,8 @@ var (
 	// ErrUnknownOutcome means a proposal may or may not have been committed
 	// (leadership was lost or the leader became unreachable after sending).
 	ErrUnknownOutcome = errors.New("outcome of the write is unknown")
-	// ErrTimeout means a read could not reach the required consistency in time.
+	// ErrTimeout means a read could not reach the required consistency in time,
+	// or a write ran out of its caller's time before it was proposed.
 	ErrTimeout = errors.New("timed out waiting for the cluster")
 	// ErrClosed means the store has been shut down.
 	ErrClosed = errors.New("store closed")

@@ -410,7 +410,9 @@ func (s *Store) applyLocal(ctx context.Context, cmd []byte) (*TxnResult, error) 
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 		if timeout <= 0 {
-			return nil, ErrNoLeader
+			// The caller ran out of time before proposing: nothing was
+			// appended, and the cluster is fine.
+			return nil, ErrTimeout
 		}
 	}
 	f := s.raft.Apply(cmd, timeout)
