@@ -23,6 +23,9 @@ func TestAuth(t *testing.T) {
 	t.Run("login-failures-look-alike", func(t *testing.T) { t.Parallel(); testLoginFailuresLookAlike(t, e) })
 	t.Run("actions", func(t *testing.T) { t.Parallel(); e.run(t, authRows(actionScenarios())) })
 	t.Run("session", func(t *testing.T) { t.Parallel(); e.run(t, authRows(sessionScenarios())) })
+	t.Run("change-password", func(t *testing.T) { t.Parallel(); e.run(t, authRows(changePasswordScenarios())) })
+	t.Run("set-role", func(t *testing.T) { t.Parallel(); e.run(t, authRows(setRoleScenarios(p2))) })
+	t.Run("api-key", func(t *testing.T) { t.Parallel(); e.run(t, authRows(apiKeyScenarios())) })
 }
 
 // authRows fills in what /api/auth scenarios share: POST /api/auth, no
@@ -316,4 +319,266 @@ func sessionScenarios() []scenario {
 				}
 			}},
 	}
+}
+
+func changePasswordBody(current, next string) string {
+	return `{"action":"change-password","currentPassword":` + jsonString(current) + `,"newPassword":` + jsonString(next) + `}`
+}
+
+func setRoleBody(uid, role string) string {
+	return `{"action":"set-role","userId":` + jsonString(uid) + `,"role":` + jsonString(role) + `}`
+}
+
+// twoSessions registers an account ({tok}, {email}, {id}) and opens a
+// second session for it with a login ({tok2}).
+func twoSessions(t *testing.T, e *env, v vars) {
+	a := e.mustRegister(t, e.p, "")
+	v["tok"], v["email"], v["id"] = a.Token, a.Email, a.ID
+	lr := e.login(t, e.p, a.Email, userPassword)
+	if lr.Status != http.StatusOK {
+		t.Fatalf("login: %d %s", lr.Status, lr.Body)
+	}
+	v["tok2"] = jsonMember(t, lr.Body, "token")
+}
+
+// passwordUnchanged checks that a refused change-password left everything
+// as it was: both sessions work, the old password works, the new one not.
+func passwordUnchanged(t *testing.T, e *env, v vars, r reply) {
+	t.Helper()
+	for _, tok := range []string{"tok", "tok2"} {
+		if st, _ := e.me(t, v[tok]); st != http.StatusOK {
+			t.Errorf("a refused change-password ended session %s: me %d", tok, st)
+		}
+	}
+	if lr := e.login(t, e.p, v["email"], userPassword); lr.Status != http.StatusOK {
+		t.Errorf("a refused change-password changed the password: login %d %s", lr.Status, lr.Body)
+	}
+	if lr := e.login(t, e.p, v["email"], newPassword); lr.Status != http.StatusUnauthorized {
+		t.Errorf("a refused change-password set the new password: login %d %s", lr.Status, lr.Body)
+	}
+}
+
+func changePasswordScenarios() []scenario {
+	bt := map[string]string{"Authorization": "Bearer {tok}"}
+	cp := changePasswordBody
+	weak := func(name, pw string) scenario {
+		return scenario{name: name, setup: twoSessions, headers: bt, body: cp(userPassword, pw), status: 400, code: "invalid_argument", field: "newPassword",
+			check: passwordUnchanged}
+	}
+	return []scenario{
+		{name: "change-password is 200, ends every session and returns a working one", setup: twoSessions, headers: bt,
+			body: cp(userPassword, newPassword), status: 200, json: `{"ok":true,"user":{"id":"{id}","email":"{email}","role":"user"}}`,
+			check: func(t *testing.T, e *env, v vars, r reply) {
+				tok := jsonMember(t, r.Body, "token")
+				if !strings.HasPrefix(tok, "ebt_") || tok == v["tok"] || tok == v["tok2"] {
+					t.Errorf("returned token %q is not a new session token", tok)
+				}
+				if st, u := e.me(t, tok); st != http.StatusOK || u["id"] != v["id"] {
+					t.Errorf("the returned token: me %d %v", st, u)
+				}
+				for _, old := range []string{"tok", "tok2"} {
+					checkError(t, e.authCall(t, v[old], `{"action":"me"}`), http.StatusUnauthorized, "invalid_token", "")
+					dr := e.mustSend(t, http.MethodGet, docQuery("users/"+v["id"]+"/x"), bearer(v[old]), "")
+					checkError(t, dr, http.StatusUnauthorized, "invalid_token", "")
+				}
+				checkError(t, e.login(t, e.p, v["email"], userPassword), http.StatusUnauthorized, "invalid_credentials", "")
+				if lr := e.login(t, e.p, v["email"], newPassword); lr.Status != http.StatusOK {
+					t.Errorf("login with the new password: %d %s", lr.Status, lr.Body)
+				}
+				if r.Header.Get("X-Revision") == "" {
+					t.Errorf("change-password is a mutating response without X-Revision")
+				}
+			}},
+		{name: "the caller's old token cannot change the password again", headers: bt, body: cp(newPassword, "a third passphrase"),
+			status: 401, code: "invalid_token",
+			setup: func(t *testing.T, e *env, v vars) {
+				twoSessions(t, e, v)
+				if r := e.authCall(t, v["tok"], cp(userPassword, newPassword)); r.Status != http.StatusOK {
+					t.Fatalf("first change-password: %d %s", r.Status, r.Body)
+				}
+			}},
+		{name: "wrong current password is 401", setup: twoSessions, headers: bt, body: cp("not my password 1", newPassword),
+			status: 401, code: "invalid_credentials", field: "currentPassword", check: passwordUnchanged},
+		{name: "current password in capitals is 401", setup: twoSessions, headers: bt, body: cp(strings.ToUpper(userPassword), newPassword),
+			status: 401, code: "invalid_credentials", field: "currentPassword", check: passwordUnchanged},
+		weak("common new password is 400", "password"),
+		weak("new password 12345678 is 400", "12345678"),
+		weak("new password of 7 characters is 400", "x7#kQ2p"),
+		weak("new password of 129 characters is 400", strings.Repeat("k", 129)),
+		{name: "missing currentPassword is 400", setup: twoSessions, headers: bt, body: `{"action":"change-password","newPassword":"` + newPassword + `"}`,
+			status: 400, code: "invalid_argument", field: "currentPassword", check: passwordUnchanged},
+		{name: "missing newPassword is 400", setup: twoSessions, headers: bt, body: `{"action":"change-password","currentPassword":"` + userPassword + `"}`,
+			status: 400, code: "invalid_argument", field: "newPassword", check: passwordUnchanged},
+		{name: "missing both is 400 about currentPassword", setup: twoSessions, headers: bt, body: `{"action":"change-password"}`,
+			status: 400, code: "invalid_argument", field: "currentPassword", check: passwordUnchanged},
+		{name: "change-password without a bearer is 401", body: cp(userPassword, newPassword), status: 401, code: "missing_token"},
+		{name: "change-password with a bogus bearer is 401", headers: map[string]string{"Authorization": "Bearer ebt_bogus"}, body: cp(userPassword, newPassword),
+			status: 401, code: "invalid_token"},
+		{name: "change-password under another project's headers is 403", setup: twoSessions, body: cp(userPassword, newPassword),
+			headers: map[string]string{"Authorization": "Bearer {tok}", "X-Project-Id": "{pid2}", "X-API-Key": "{key2}"},
+			status:  403, code: "project_mismatch", check: passwordUnchanged},
+		{name: "change-password without X-API-Key is 401", setup: twoSessions, body: cp(userPassword, newPassword),
+			headers: map[string]string{"Authorization": "Bearer {tok}", "X-API-Key": ""}, status: 401, code: "missing_api_key", check: passwordUnchanged},
+	}
+}
+
+// rulesStatus checks what GET /api/db/rules answers to the token {tokVar}:
+// 200 for an owner, 403 forbidden for a user.
+func rulesStatus(tokVar string, want int) func(t *testing.T, e *env, v vars, r reply) {
+	return func(t *testing.T, e *env, v vars, r reply) {
+		t.Helper()
+		rr := e.mustSend(t, http.MethodGet, "/api/db/rules", bearer(v[tokVar]), "")
+		if rr.Status != want {
+			t.Errorf("GET /api/db/rules as %s: status %d, want %d: %.300s", tokVar, rr.Status, want, rr.Body)
+		}
+		if want == http.StatusForbidden {
+			checkError(t, rr, want, "forbidden", "")
+		}
+	}
+}
+
+// roleIs checks the role me reports for {tokVar}.
+func roleIs(tokVar, role string) func(t *testing.T, e *env, v vars, r reply) {
+	return func(t *testing.T, e *env, v vars, r reply) {
+		t.Helper()
+		if st, u := e.me(t, v[tokVar]); st != http.StatusOK || u["role"] != role {
+			t.Errorf("me as %s: status %d role %v, want %s", tokVar, st, u["role"], role)
+		}
+	}
+}
+
+func setRoleScenarios(p2 nodetest.Project) []scenario {
+	sr := setRoleBody
+	fresh := func(t *testing.T, e *env, v vars) {
+		a := e.mustRegister(t, e.p, "")
+		v["tok"], v["id"] = a.Token, a.ID
+	}
+	promoted := func(t *testing.T, e *env, v vars) {
+		fresh(t, e, v)
+		if r := e.authCall(t, e.p.OwnerToken, sr(v["id"], "owner")); r.Status != http.StatusOK {
+			t.Fatalf("promote: %d %s", r.Status, r.Body)
+		}
+	}
+	demoted := func(t *testing.T, e *env, v vars) {
+		promoted(t, e, v)
+		if r := e.authCall(t, e.p.OwnerToken, sr(v["id"], "user")); r.Status != http.StatusOK {
+			t.Fatalf("demote: %d %s", r.Status, r.Body)
+		}
+	}
+	bt := map[string]string{"Authorization": "Bearer {tok}"}
+	otherStaysUser := roleIs("other", "user")
+	return []scenario{
+		{name: "set-role promotes a user to owner at once", as: "owner", setup: fresh, body: sr("{id}", "owner"), status: 200,
+			json: `{"user":{"id":"{id}","role":"owner"}}`,
+			check: checks(rulesStatus("tok", http.StatusOK), roleIs("tok", "owner"), func(t *testing.T, e *env, v vars, r reply) {
+				if r.Header.Get("X-Revision") == "" {
+					t.Errorf("set-role is a mutating response without X-Revision")
+				}
+			})},
+		{name: "set-role demotes an owner at once", as: "owner", setup: promoted, body: sr("{id}", "user"), status: 200,
+			json: `{"user":{"id":"{id}","role":"user"}}`, check: checks(rulesStatus("tok", http.StatusForbidden), roleIs("tok", "user"))},
+		{name: "a promoted user can set roles", headers: bt, body: sr("{id2}", "owner"), status: 200, json: `{"user":{"id":"{id2}","role":"owner"}}`,
+			setup: func(t *testing.T, e *env, v vars) {
+				promoted(t, e, v)
+				v["id2"] = e.mustRegister(t, e.p, "").ID
+			}},
+		{name: "a demoted owner calling set-role is 403", setup: demoted, headers: bt, body: sr("{otherUid}", "owner"), status: 403, code: "forbidden",
+			check: otherStaysUser},
+		{name: "user calling set-role is 403", as: "user", body: sr("{otherUid}", "owner"), status: 403, code: "forbidden", check: otherStaysUser},
+		{name: "user promoting themselves is 403", as: "user", body: sr("{uid}", "owner"), status: 403, code: "forbidden", check: roleIs("user", "user")},
+		{name: "user demoting the owner is 403", as: "user", body: sr("{ownerUid}", "user"), status: 403, code: "forbidden", check: rulesStatus("owner", http.StatusOK)},
+		{name: "owner changing own role is 409", as: "owner", body: sr("{ownerUid}", "user"), status: 409, code: "own_role",
+			check: rulesStatus("owner", http.StatusOK)},
+		{name: "owner setting own role to owner is 409", as: "owner", body: sr("{ownerUid}", "owner"), status: 409, code: "own_role"},
+		{name: "unknown userId is 404", as: "owner", body: sr("aaaaaaaaaaaaaaaaaaaa", "owner"), status: 404, code: "not_found", field: "userId"},
+		{name: "userId of another project's account is 404", as: "owner", body: sr("{p2uid}", "owner"), status: 404, code: "not_found", field: "userId",
+			setup: func(t *testing.T, e *env, v vars) {
+				a := e.mustRegister(t, p2, "")
+				v["p2uid"], v["p2tok"] = a.ID, a.Token
+			},
+			check: func(t *testing.T, e *env, v vars, r reply) {
+				mr := e.mustSend(t, http.MethodPost, "/api/auth", projectHeaders(p2, v["p2tok"]), `{"action":"me"}`)
+				if !strings.Contains(string(mr.Body), `"role":"user"`) {
+					t.Errorf("the other project's account changed: %d %s", mr.Status, mr.Body)
+				}
+			}},
+		{name: "bad role is 400", as: "owner", setup: fresh, body: sr("{id}", "admin"), status: 400, code: "invalid_argument", field: "role",
+			check: roleIs("tok", "user")},
+		{name: "role in capitals is 400", as: "owner", setup: fresh, body: sr("{id}", "OWNER"), status: 400, code: "invalid_argument", field: "role",
+			check: roleIs("tok", "user")},
+		{name: "missing role is 400", as: "owner", setup: fresh, body: `{"action":"set-role","userId":"{id}"}`, status: 400, code: "invalid_argument", field: "role"},
+		{name: "missing userId is 400", as: "owner", body: `{"action":"set-role","role":"owner"}`, status: 400, code: "invalid_argument", field: "userId"},
+		{name: "set-role without a bearer is 401", setup: fresh, body: sr("{id}", "owner"), status: 401, code: "missing_token", check: roleIs("tok", "user")},
+		{name: "set-role with another project's owner token is 403", setup: fresh, headers: map[string]string{"Authorization": "Bearer {owner2}"},
+			body: sr("{id}", "owner"), status: 403, code: "project_mismatch", check: roleIs("tok", "user")},
+		{name: "set-role with a wrong X-API-Key is 401", as: "owner", setup: fresh, headers: map[string]string{"X-API-Key": "ebk_wrong"},
+			body: sr("{id}", "owner"), status: 401, code: "invalid_api_key", check: roleIs("tok", "user")},
+	}
+}
+
+// apiKeyScenarios: every /api/auth action and /api/authenticator route
+// refuses a request without both project headers (401 missing_api_key) or
+// with a key that is not the project's (401 invalid_api_key), before it
+// looks at anything else; a bearer session survives the refused call.
+func apiKeyScenarios() []scenario {
+	type endpoint struct {
+		name, url, body string
+		bearer          bool
+	}
+	eps := []endpoint{
+		{"register", "", registerBody("{rand}@example.com", userPassword), false},
+		{"login", "", loginBody("{email}", userPassword), false},
+		{"login-verify", "", loginVerifyBody("ebl_bogus", "123456"), false},
+		{"logout", "", `{"action":"logout"}`, true},
+		{"me", "", `{"action":"me"}`, true},
+		{"change-password", "", changePasswordBody(userPassword, newPassword), true},
+		{"reset-password", "", resetBody("{email}", "ebv_bogus", newPassword), false},
+		{"set-role", "", setRoleBody("{id}", "owner"), true},
+		{"disable-totp", "", disableBody("123456"), true},
+		{"authenticator enroll", enrollURL, "", true},
+		{"authenticator confirm", confirmURL, codeBody("123456"), true},
+		{"authenticator verify", verifyURL, verifyBody("{email}", "123456", "{pid}"), false},
+	}
+	fresh := func(t *testing.T, e *env, v vars) {
+		a := e.mustRegister(t, e.p, "")
+		v["tok"], v["email"], v["id"] = a.Token, a.Email, a.ID
+	}
+	kept := func(t *testing.T, e *env, v vars, r reply) {
+		t.Helper()
+		if st, u := e.me(t, v["tok"]); st != http.StatusOK || u["role"] != "user" {
+			t.Errorf("the session after a refused call: me %d role %v", st, u["role"])
+		}
+		if lr := e.login(t, e.p, v["email"], userPassword); lr.Status != http.StatusOK {
+			t.Errorf("the password after a refused call: login %d", lr.Status)
+		}
+	}
+	var rows []scenario
+	for _, ep := range eps {
+		for _, bad := range []struct {
+			name, code string
+			headers    map[string]string
+		}{
+			{"without X-API-Key", "missing_api_key", map[string]string{"X-API-Key": ""}},
+			{"without X-Project-Id", "missing_api_key", map[string]string{"X-Project-Id": ""}},
+			{"without both project headers", "missing_api_key", map[string]string{"X-Project-Id": "", "X-API-Key": ""}},
+			{"with a wrong X-API-Key", "invalid_api_key", map[string]string{"X-API-Key": "ebk_wrong"}},
+			{"with another project's API key", "invalid_api_key", map[string]string{"X-API-Key": "{key2}"}},
+		} {
+			h := map[string]string{}
+			for k, v := range bad.headers {
+				h[k] = v
+			}
+			as := "none"
+			if ep.bearer {
+				if ep.name == "set-role" {
+					as = "owner"
+				} else {
+					h["Authorization"] = "Bearer {tok}"
+				}
+			}
+			rows = append(rows, scenario{name: ep.name + " " + bad.name + " is 401", as: as, url: ep.url, headers: h, body: ep.body, setup: fresh,
+				status: 401, code: bad.code, check: kept})
+		}
+	}
+	return rows
 }
