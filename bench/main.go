@@ -43,6 +43,7 @@ type options struct {
 	clients     int
 	valueSize   int
 	docs        int
+	accounts    int
 	json        bool
 	targets     []string
 	adminToken  string
@@ -70,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.clients, "clients", 64, "concurrent clients of the multi-client scenarios")
 	fs.IntVar(&o.valueSize, "value-size", 256, "bytes of the value each written document holds")
 	fs.IntVar(&o.docs, "docs", 1000, "documents written up front for the read scenarios")
+	fs.IntVar(&o.accounts, "accounts", 64, "end-user accounts registered up front for the login scenarios")
 	fs.BoolVar(&o.json, "json", false, "print the results as one JSON object on stdout (the table goes to stderr)")
 	target := fs.String("target", "", "comma-separated URLs of a running cluster's nodes to use instead of starting one")
 	fs.StringVar(&o.adminToken, "admin-token", "", "admin token of the --target cluster")
@@ -131,8 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--nodes names no cluster size")
 	case len(o.scenarios) == 0:
 		return nil, errors.New("--scenarios names no scenario")
-	case o.ops < 0 || o.runs < 1 || o.clients < 1 || o.valueSize < 0 || o.docs < 1:
-		return nil, errors.New("--ops, --runs, --clients, --value-size and --docs must be positive")
+	case o.ops < 0 || o.runs < 1 || o.clients < 1 || o.valueSize < 0 || o.docs < 1 || o.accounts < 1:
+		return nil, errors.New("--ops, --runs, --clients, --value-size, --docs and --accounts must be positive")
 	case o.valueSize > 900<<10:
 		return nil, errors.New("--value-size must stay below the 1 MiB document limit")
 	case o.reqTimeout <= 0 || o.runTimeout <= 0:
@@ -147,6 +149,15 @@ func scenarioNames() []string {
 	var n []string
 	for _, s := range scenarios {
 		n = append(n, s.Name)
+	}
+	return n
+}
+
+// maxClients is the most concurrent clients any selected scenario uses.
+func (o *options) maxClients() int {
+	n := 1
+	for _, s := range o.scenarios {
+		n = max(n, s.Clients(o))
 	}
 	return n
 }
@@ -179,8 +190,11 @@ type report struct {
 }
 
 type runResult struct {
-	Ops         int     `json:"ops"`
-	Errors      int     `json:"errors"`
+	Ops    int `json:"ops"`
+	Errors int `json:"errors"`
+	// Shed counts 503 answers with Retry-After in scenarios that expect
+	// them (A2): the node refusing work under overload. Not errors.
+	Shed        int     `json:"shed,omitempty"`
 	WallSeconds float64 `json:"wallSeconds"`
 	OpsPerSec   float64 `json:"opsPerSec"`
 	TimedOut    bool    `json:"timedOut,omitempty"`
@@ -194,6 +208,9 @@ type nodeResult struct {
 	// (syscalls: fsync, network).
 	CPUSystemSecondsPerRun float64 `json:"cpuSystemSecondsPerRun"`
 	PeakRSSMiB             float64 `json:"peakRssMiB"`
+	// StartRSSMiB is the resident set when the measured runs began (where
+	// the peak was reset to): what the peak grew from.
+	StartRSSMiB float64 `json:"startRssMiB,omitempty"`
 	// PeakIsLifetime: the peak could not be reset before the runs, so it is
 	// the process's peak since it started.
 	PeakIsLifetime bool `json:"peakIsLifetime,omitempty"`
@@ -213,10 +230,13 @@ type result struct {
 	Ops          int            `json:"ops"`
 	Errors       int            `json:"errors"`
 	ErrorKinds   map[string]int `json:"errorKinds,omitempty"`
+	Shed         int            `json:"shed,omitempty"`
+	ShedKinds    map[string]int `json:"shedKinds,omitempty"`
 	OpsPerSec    float64        `json:"opsPerSec"` // median run
 	OpsPerSecMin float64        `json:"opsPerSecMin"`
 	OpsPerSecMax float64        `json:"opsPerSecMax"`
 	P50Ms        float64        `json:"p50Ms"`
+	P95Ms        float64        `json:"p95Ms"`
 	P99Ms        float64        `json:"p99Ms"`
 	P999Ms       float64        `json:"p999Ms"`
 	MeanMs       float64        `json:"meanMs"`
@@ -371,7 +391,7 @@ func newHTTPClient(o *options) *http.Client {
 		Proxy:               nil, // loopback: never through a proxy from the environment
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        0, // no total limit
-		MaxIdleConnsPerHost: 2*o.clients + 16,
+		MaxIdleConnsPerHost: 2*o.maxClients() + 16,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
@@ -409,7 +429,7 @@ func benchCluster(ctx context.Context, hc *http.Client, c *cluster, o *options, 
 func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...any)) *result {
 	o, c := e.o, e.c
 	r := &result{ClusterSize: len(c.nodes), Scenario: s.Name, What: s.What, Target: s.Target(e),
-		Clients: s.Clients(o), OpsPerRun: o.opsFor(s), Warmup: o.warmupFor(s), ErrorKinds: map[string]int{}}
+		Clients: s.Clients(o), OpsPerRun: o.opsFor(s), Warmup: o.warmupFor(s), ErrorKinds: map[string]int{}, ShedKinds: map[string]int{}}
 	if !c.leaderKnown {
 		r.Notes = append(r.Notes, "the leader is none of the --target URLs: leader traffic went to "+c.leader.url)
 	}
@@ -424,7 +444,7 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 	}
 	c.settle(ctx, e.hc)
 	if r.Warmup > 0 {
-		w, _, kinds := runOnce(ctx, e, s, r.Clients, r.Warmup)
+		w, _, kinds, _ := runOnce(ctx, e, s, r.Clients, r.Warmup)
 		if w.Errors > 0 {
 			logf("bench: [%d nodes] %s warm-up: %d errors %v", len(c.nodes), s.Name, w.Errors, kinds)
 		}
@@ -432,10 +452,12 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 	}
 
 	cpu0, reset := make([]cpuTime, len(c.nodes)), make([]bool, len(c.nodes))
+	rss0 := make([]int64, len(c.nodes))
 	for i, n := range c.nodes {
 		if pid := n.pid(); pid > 0 {
 			cpu0[i], _ = cpuSeconds(pid)
 			reset[i] = resetPeakRSS(pid)
+			rss0[i], _ = currentRSS(pid)
 		}
 	}
 	self0, _ := cpuSeconds(0)
@@ -444,7 +466,7 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 	var all histogram
 	var rates []float64
 	for run := 1; run <= o.runs && ctx.Err() == nil; run++ {
-		rr, h, kinds := runOnce(ctx, e, s, r.Clients, o.opsFor(s))
+		rr, h, kinds, shed := runOnce(ctx, e, s, r.Clients, o.opsFor(s))
 		if ctx.Err() != nil {
 			break // interrupted: not a result
 		}
@@ -459,9 +481,17 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 		for k, v := range kinds {
 			r.ErrorKinds[k] += v
 		}
-		logf("bench: [%d nodes] %s run %d/%d: %d ops in %.2fs = %.0f ops/s, p50 %s p99 %s, %d errors",
+		r.Shed += rr.Shed
+		for k, v := range shed {
+			r.ShedKinds[k] += v
+		}
+		shedNote := ""
+		if s.ExpectShed {
+			shedNote = fmt.Sprintf(", %d shed (503)", rr.Shed)
+		}
+		logf("bench: [%d nodes] %s run %d/%d: %d ops in %.2fs = %.0f ops/s, p50 %s p95 %s p99 %s, %d errors%s",
 			len(c.nodes), s.Name, run, o.runs, rr.Ops, rr.WallSeconds, rr.OpsPerSec,
-			fmtDur(h.percentile(50)), fmtDur(h.percentile(99)), rr.Errors)
+			fmtDur(h.percentile(50)), fmtDur(h.percentile(95)), fmtDur(h.percentile(99)), rr.Errors, shedNote)
 		c.settle(ctx, e.hc)
 	}
 	if ctx.Err() != nil && len(r.Runs) < o.runs {
@@ -492,6 +522,7 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 			if p, err := peakRSS(pid); err == nil {
 				nr.PeakRSSMiB = float64(p) / (1 << 20)
 			}
+			nr.StartRSSMiB = round(float64(rss0[i])/(1<<20), 1)
 			nr.PeakIsLifetime = !reset[i]
 		} else {
 			nr.Unmeasured = true
@@ -507,27 +538,34 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 	if len(r.ErrorKinds) == 0 {
 		r.ErrorKinds = nil
 	}
+	if len(r.ShedKinds) == 0 {
+		r.ShedKinds = nil
+	}
 	if len(rates) > 0 {
 		r.OpsPerSec, r.OpsPerSecMin, r.OpsPerSecMax = median(rates), slices.Min(rates), slices.Max(rates)
 	}
-	r.P50Ms, r.P99Ms, r.P999Ms = ms(all.percentile(50)), ms(all.percentile(99)), ms(all.percentile(99.9))
+	r.P50Ms, r.P95Ms = ms(all.percentile(50)), ms(all.percentile(95))
+	r.P99Ms, r.P999Ms = ms(all.percentile(99)), ms(all.percentile(99.9))
 	r.MeanMs, r.MaxMs = ms(all.mean()), ms(all.max())
 	return r
 }
 
 // runOnce performs ops operations of s with clients concurrent clients,
 // bounded by --run-timeout. Failed operations count as errors (by kind)
-// and add no latency sample; throughput counts successful operations.
-func runOnce(ctx context.Context, e *env, s *scenario, clients, ops int) (runResult, *histogram, map[string]int) {
+// and add no latency sample; throughput counts successful operations. In a
+// scenario that expects shedding, a 503 with Retry-After is counted as shed
+// (by kind, not an error) and its client waits the Retry-After.
+func runOnce(ctx context.Context, e *env, s *scenario, clients, ops int) (runResult, *histogram, map[string]int, map[string]int) {
 	rctx, cancel := context.WithTimeout(ctx, e.o.runTimeout)
 	defer cancel()
 	hs := make([]histogram, clients)
 	kinds := make([]map[string]int, clients)
+	sheds := make([]map[string]int, clients)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := range clients {
-		kinds[c] = map[string]int{}
+		kinds[c], sheds[c] = map[string]int{}, map[string]int{}
 		hs[c].samples = make([]time.Duration, 0, ops/clients+1)
 		wg.Add(1)
 		go func() {
@@ -547,9 +585,19 @@ func runOnce(ctx context.Context, e *env, s *scenario, clients, ops int) (runRes
 					// cut by the run deadline or an interrupt: neither a result nor an error
 				default:
 					var oe *opError
-					if errors.As(err, &oe) {
+					isOp := errors.As(err, &oe)
+					switch {
+					case isOp && oe.shed && s.ExpectShed:
+						sheds[c][oe.kind]++
+						if oe.retryAfter > 0 {
+							select {
+							case <-rctx.Done():
+							case <-time.After(oe.retryAfter):
+							}
+						}
+					case isOp:
 						kinds[c][oe.kind]++
-					} else {
+					default:
 						kinds[c][err.Error()]++
 					}
 				}
@@ -559,7 +607,7 @@ func runOnce(ctx context.Context, e *env, s *scenario, clients, ops int) (runRes
 	wg.Wait()
 	wall := time.Since(start)
 	var all histogram
-	merged := map[string]int{}
+	merged, shed := map[string]int{}, map[string]int{}
 	rr := runResult{WallSeconds: wall.Seconds(), TimedOut: rctx.Err() != nil && ctx.Err() == nil}
 	for c := range clients {
 		all.merge(&hs[c])
@@ -567,11 +615,15 @@ func runOnce(ctx context.Context, e *env, s *scenario, clients, ops int) (runRes
 			merged[k] += v
 			rr.Errors += v
 		}
+		for k, v := range sheds[c] {
+			shed[k] += v
+			rr.Shed += v
+		}
 	}
 	rr.Ops = all.count()
 	rr.OpsPerSec = round(throughput(rr.Ops, wall), 1)
 	rr.WallSeconds = round(rr.WallSeconds, 3)
-	return rr, &all, merged
+	return rr, &all, merged, shed
 }
 
 // ---- machine ----
@@ -664,7 +716,7 @@ func printTable(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "ops: successful measured ops of all runs; ops/s: median of %d runs [min-max]; latencies over all measured ops; CPU: seconds per run per node (* leader), of the bench itself, and of every other process on the machine; RSS: peak MiB during the runs\n\n", rep.Runs)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "nodes\tscen\tclients\ttarget\tops\terrors\tops/s\t[min-max]\tp50\tp99\tp99.9\tnode CPU s\tpeak RSS MiB\tbench CPU s\tother CPU s\t")
+	fmt.Fprintln(tw, "nodes\tscen\tclients\ttarget\tops\terrors\tops/s\t[min-max]\tp50\tp95\tp99\tp99.9\tnode CPU s\tpeak RSS MiB\tbench CPU s\tother CPU s\t")
 	var notes []string
 	for _, r := range rep.Results {
 		errs := strconv.Itoa(r.Errors)
@@ -672,7 +724,7 @@ func printTable(w io.Writer, rep *report) {
 			errs += " !"
 		}
 		if r.Failed != "" {
-			fmt.Fprintf(tw, "%d\t%s\t\t\t\t!\tFAILED\t\t\t\t\t\t\t\t\t\n", r.ClusterSize, r.Scenario)
+			fmt.Fprintf(tw, "%d\t%s\t\t\t\t!\tFAILED\t\t\t\t\t\t\t\t\t\t\n", r.ClusterSize, r.Scenario)
 			notes = append(notes, fmt.Sprintf("%d nodes %s: FAILED: %s", r.ClusterSize, r.Scenario, r.Failed))
 			continue
 		}
@@ -694,11 +746,14 @@ func printTable(w io.Writer, rep *report) {
 			}
 			rss = append(rss, fmt.Sprintf("%.0f%s", n.PeakRSSMiB, lifetime))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%s\t%.0f\t[%.0f-%.0f]\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%s\t%.0f\t[%.0f-%.0f]\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t\n",
 			r.ClusterSize, r.Scenario, r.Clients, r.Target, r.Ops, errs, r.OpsPerSec, r.OpsPerSecMin, r.OpsPerSecMax,
-			fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms), strings.Join(cpu, " "), strings.Join(rss, "/"), r.BenchCPUSecondsPerRun, r.OtherCPUSecondsPerRun)
+			fmtMs(r.P50Ms), fmtMs(r.P95Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms), strings.Join(cpu, " "), strings.Join(rss, "/"), r.BenchCPUSecondsPerRun, r.OtherCPUSecondsPerRun)
 		for _, k := range slices.Sorted(maps.Keys(r.ErrorKinds)) {
 			notes = append(notes, fmt.Sprintf("%d nodes %s: %d × %s", r.ClusterSize, r.Scenario, r.ErrorKinds[k], k))
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.ShedKinds)) {
+			notes = append(notes, fmt.Sprintf("%d nodes %s: %d × %s with Retry-After: load shed, expected here, not an error", r.ClusterSize, r.Scenario, r.ShedKinds[k], k))
 		}
 		for _, n := range r.Notes {
 			notes = append(notes, fmt.Sprintf("%d nodes %s: %s", r.ClusterSize, r.Scenario, n))

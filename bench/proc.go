@@ -56,6 +56,11 @@ func peakRSS(pid int) (int64, error) {
 	return statusField(pid, "VmHWM:")
 }
 
+// currentRSS is the process's resident set size (VmRSS) in bytes.
+func currentRSS(pid int) (int64, error) {
+	return statusField(pid, "VmRSS:")
+}
+
 // statusField reads one "Name:  N kB" line of /proc/<pid>/status in bytes.
 func statusField(pid int, name string) (int64, error) {
 	f, err := os.Open(procPath(pid, "status"))

@@ -17,7 +17,7 @@ import (
 )
 
 // scenario is one row kind of the results table. Later scenarios (realtime,
-// auth, push, comparisons) are new entries in the scenarios table.
+// push, comparisons) are new entries in the scenarios table.
 type scenario struct {
 	Name string
 	What string // one line for the docs and --list
@@ -31,6 +31,10 @@ type scenario struct {
 	Prepare func(ctx context.Context, e *env) error
 	// Op performs operation i (0-based within the run) for client c.
 	Op func(ctx context.Context, e *env, c, i int) error
+	// ExpectShed: a 503 with Retry-After is an expected answer (the node
+	// shedding load), counted as shed rather than as an error; the client
+	// waits the Retry-After before its next operation.
+	ExpectShed bool
 }
 
 var scenarios = []scenario{
@@ -105,6 +109,29 @@ var scenarios = []scenario{
 			return e.read(ctx, e.follower(c), w.coll, true, w.rev, true)
 		},
 	},
+	{
+		Name:       "A1",
+		What:       "login throughput: --clients clients log in (correct password) as one of --accounts accounts, round-robin over all nodes",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 300,
+		Target:     func(e *env) string { return e.nodeNames() },
+		Prepare:    registerAccounts,
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			return e.login(ctx, e.node(c), e.account(i))
+		},
+	},
+	{
+		Name:       "A2",
+		What:       "login flood: as A1 with 4x --clients clients, far more than hashing slots; 503 + Retry-After counts as shed, not as an error",
+		Clients:    func(o *options) int { return 4 * o.clients },
+		DefaultOps: 512,
+		Target:     func(e *env) string { return e.nodeNames() },
+		Prepare:    registerAccounts,
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			return e.login(ctx, e.node(c), e.account(i))
+		},
+		ExpectShed: true,
+	},
 }
 
 func findScenario(name string) (*scenario, bool) {
@@ -127,6 +154,9 @@ type env struct {
 	seq       atomic.Uint64 // documents written so far (names bench/w<n>)
 	populated bool
 	popMu     sync.Mutex
+
+	accounts []benchAccount // registered by registerAccounts
+	accMu    sync.Mutex
 }
 
 func newEnv(hc *http.Client, c *cluster, pr project, o *options) *env {
@@ -166,7 +196,12 @@ func (e *env) readDoc(i int) string {
 
 // opError is a failed operation: a transport error or a non-2xx answer.
 type opError struct {
-	kind string // grouping key for the report, e.g. "POST 503 unavailable"
+	kind   string // grouping key for the report, e.g. "POST 503 unavailable"
+	status int    // the HTTP status; 0 for a transport error
+	// shed: a 503 with Retry-After, the node refusing work it has no room
+	// for. Scenarios with ExpectShed count it apart from the errors.
+	shed       bool
+	retryAfter time.Duration
 }
 
 func (e *opError) Error() string { return e.kind }
@@ -178,7 +213,15 @@ func statusError(method string, resp *http.Response, body []byte) error {
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(body, &eb)
-	return &opError{kind: fmt.Sprintf("%s %d %s", method, resp.StatusCode, eb.Error.Code)}
+	oe := &opError{kind: fmt.Sprintf("%s %d %s", method, resp.StatusCode, eb.Error.Code), status: resp.StatusCode}
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		if resp.Header.Get("Retry-After") == "" {
+			oe.kind += " (no Retry-After)"
+		} else {
+			oe.shed, oe.retryAfter = true, retryAfter(resp.Header)
+		}
+	}
+	return oe
 }
 
 func transportError(method string, err error) error {
