@@ -99,7 +99,7 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 	if vdoc == nil {
 		return fail()
 	}
-	var g verifyGrant
+	var g grant
 	if err := decodeJSON(vdoc, &g); err != nil {
 		return 0, err
 	}

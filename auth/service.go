@@ -188,30 +188,27 @@ type emailIndex struct {
 	UserID string `json:"userId"`
 }
 
+// grant is what sessions, login tickets and verify tokens have in common:
+// each is stored under the hash of its token, belongs to one account of one
+// project, carries the account generation it was issued under and expires.
+type grant struct {
+	ProjectID string `json:"projectId"`
+	UserID    string `json:"userId"`
+	Gen       int64  `json:"gen,omitempty"`
+	ExpiresAt int64  `json:"expiresAt"`
+}
+
+// session is a signed-in client.
 type session struct {
-	ProjectID string `json:"projectId"`
-	UserID    string `json:"userId"`
-	Gen       int64  `json:"gen,omitempty"`
-	CreatedAt int64  `json:"createdAt"`
-	ExpiresAt int64  `json:"expiresAt"`
+	grant
+	CreatedAt int64 `json:"createdAt"`
 }
 
-// ticket is a login waiting for its second factor; verifyGrant is a proven
-// TOTP code waiting to authorise a password reset. Both are stored under the
-// hash of their token and carry the account generation they were made for.
+// ticket is a login waiting for its second factor. (A verify token, a proven
+// code waiting to authorise a password reset, is a plain grant.)
 type ticket struct {
-	ProjectID string `json:"projectId"`
-	UserID    string `json:"userId"`
-	Gen       int64  `json:"gen,omitempty"`
-	ExpiresAt int64  `json:"expiresAt"`
-	Failures  int    `json:"failures,omitempty"`
-}
-
-type verifyGrant struct {
-	ProjectID string `json:"projectId"`
-	UserID    string `json:"userId"`
-	Gen       int64  `json:"gen,omitempty"`
-	ExpiresAt int64  `json:"expiresAt"`
+	grant
+	Failures int `json:"failures,omitempty"`
 }
 
 // Principal is who a bearer token speaks for.
@@ -390,7 +387,7 @@ func (s *Service) newSession(pid, uid string, gen int64) (string, raftstore.Op, 
 		return "", raftstore.Op{}, err
 	}
 	now := s.now()
-	sess := session{ProjectID: pid, UserID: uid, Gen: gen, CreatedAt: now.Unix(), ExpiresAt: now.Add(s.ttl).Unix()}
+	sess := session{grant: grant{ProjectID: pid, UserID: uid, Gen: gen, ExpiresAt: now.Add(s.ttl).Unix()}, CreatedAt: now.Unix()}
 	return token, raftstore.Op{Kind: raftstore.OpPut, Path: sessionPath(HashToken(token)), Data: mustJSON(sess)}, nil
 }
 
@@ -440,7 +437,7 @@ func (s *Service) Login(ctx context.Context, pid, email, password, addr string) 
 		if err != nil {
 			return nil, err
 		}
-		t := ticket{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}
+		t := ticket{grant: grant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}}
 		grantOp = raftstore.Op{Kind: raftstore.OpPut, Path: ticketPath(HashToken(tok)), Data: mustJSON(t)}
 		out.RequiresTOTP, out.LoginTicket, out.ExpiresIn = true, tok, int(TicketTTL/time.Second)
 	} else {
@@ -519,6 +516,45 @@ func (s *Service) accountRev(pid, uid string) (*account, uint64, error) {
 		return nil, 0, err
 	}
 	return &acc, doc.Revision, nil
+}
+
+// updateAccount runs a compare-and-set loop on one account: change is given
+// the current account and returns the extra ops of the transaction (the
+// account itself is written from the mutated value), or an error to stop.
+func (s *Service) updateAccount(ctx context.Context, pid, uid string, change func(acc *account) ([]raftstore.Op, []raftstore.Cond, error)) (*account, uint64, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("update account: %w", err)
+		}
+		acc, rev, err := s.accountRev(pid, uid)
+		if err != nil {
+			return nil, 0, err
+		}
+		if acc == nil {
+			return nil, 0, ErrInvalidToken
+		}
+		extra, conds, err := change(acc)
+		if err != nil {
+			return nil, 0, err
+		}
+		txn := &raftstore.Txn{
+			Time:  s.now().UnixNano(),
+			Conds: append([]raftstore.Cond{{Path: userPath(pid, uid), Kind: raftstore.CondRevision, Revision: rev}}, conds...),
+			Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)}}, extra...),
+		}
+		res, err := s.store.Txn(ctx, txn)
+		if err != nil {
+			return nil, 0, err
+		}
+		if res.OK() {
+			return acc, res.Revision, nil
+		}
+		// A condition failed (the account, a token or a limit bucket moved
+		// meanwhile): catch up and let change judge the new state.
+		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
+			return nil, 0, err
+		}
+	}
 }
 
 func decodeJSON(doc *raftstore.Document, v any) error {

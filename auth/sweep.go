@@ -32,14 +32,6 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// grant is the common shape of sessions, tickets and verify tokens.
-type grant struct {
-	ProjectID string `json:"projectId"`
-	UserID    string `json:"userId"`
-	Gen       int64  `json:"gen"`
-	ExpiresAt int64  `json:"expiresAt"`
-}
-
 func (s *Service) sweepDir(ctx context.Context, dir string) (int, error) {
 	removed := 0
 	after := ""

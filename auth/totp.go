@@ -58,45 +58,6 @@ type VerifyResult struct {
 // sealAAD binds a sealed secret to its account.
 func sealAAD(pid, uid string) []byte { return []byte("totp\x00" + pid + "\x00" + uid) }
 
-// updateAccount runs a compare-and-set loop on one account: change is given
-// the current account and returns the extra ops of the transaction (the
-// account itself is written from the mutated value), or an error to stop.
-func (s *Service) updateAccount(ctx context.Context, pid, uid string, change func(acc *account) ([]raftstore.Op, []raftstore.Cond, error)) (*account, uint64, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, fmt.Errorf("update account: %w", err)
-		}
-		acc, rev, err := s.accountRev(pid, uid)
-		if err != nil {
-			return nil, 0, err
-		}
-		if acc == nil {
-			return nil, 0, ErrInvalidToken
-		}
-		extra, conds, err := change(acc)
-		if err != nil {
-			return nil, 0, err
-		}
-		txn := &raftstore.Txn{
-			Time:  s.now().UnixNano(),
-			Conds: append([]raftstore.Cond{{Path: userPath(pid, uid), Kind: raftstore.CondRevision, Revision: rev}}, conds...),
-			Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)}}, extra...),
-		}
-		res, err := s.store.Txn(ctx, txn)
-		if err != nil {
-			return nil, 0, err
-		}
-		if res.OK() {
-			return acc, res.Revision, nil
-		}
-		// A condition failed (the account, a token or a limit bucket moved
-		// meanwhile): catch up and let change judge the new state.
-		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return nil, 0, err
-		}
-	}
-}
-
 // Enroll starts (or restarts) TOTP enrollment: a new pending secret, sealed
 // at rest, shown once as text, otpauth URL and QR code.
 func (s *Service) Enroll(ctx context.Context, p *Principal) (*Enrollment, uint64, error) {
@@ -424,7 +385,7 @@ func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr str
 		if err != nil {
 			return nil, nil, err
 		}
-		g := verifyGrant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(VerifyTTL).Unix()}
+		g := grant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(VerifyTTL).Unix()}
 		return []raftstore.Op{{Kind: raftstore.OpPut, Path: verifyPath(HashToken(tok)), Data: mustJSON(g)}}, gate, nil
 	})
 	if err == ErrInvalidToken || err == ErrInvalidCode {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -66,9 +65,13 @@ func (s *Server) projectPrincipal(ctx context.Context, r *http.Request, pid stri
 
 var errProjectMismatch = newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")
 
-func required(field, v string) error {
-	if v == "" {
-		return badField(field, "invalid_argument", field+" is required")
+// required takes field name and value pairs and names the first empty one.
+func required(fieldsAndValues ...string) error {
+	for i := 0; i+1 < len(fieldsAndValues); i += 2 {
+		if fieldsAndValues[i+1] == "" {
+			f := fieldsAndValues[i]
+			return badField(f, "invalid_argument", f+" is required")
+		}
 	}
 	return nil
 }
@@ -113,8 +116,8 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 	addr := s.clientAddr(r)
 	switch action {
 	case "register":
-		if err := errors.Join(required("email", body.Email), required("password", body.Password)); err != nil {
-			return firstErr(err)
+		if err := required("email", body.Email, "password", body.Password); err != nil {
+			return err
 		}
 		res, err := s.accounts.Register(ctx, pid, body.Email, body.Password, body.Name)
 		if err != nil {
@@ -122,8 +125,8 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeCommitted(w, http.StatusCreated, res.Revision, res)
 	case "login":
-		if err := errors.Join(required("email", body.Email), required("password", body.Password)); err != nil {
-			return firstErr(err)
+		if err := required("email", body.Email, "password", body.Password); err != nil {
+			return err
 		}
 		res, err := s.accounts.Login(ctx, pid, body.Email, body.Password, addr)
 		if err != nil {
@@ -144,8 +147,8 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeCommitted(w, http.StatusOK, res.Revision, res)
 	case "reset-password":
-		if err := errors.Join(required("email", body.Email), required("verifyToken", body.VerifyToken), required("newPassword", body.NewPassword)); err != nil {
-			return firstErr(err)
+		if err := required("email", body.Email, "verifyToken", body.VerifyToken, "newPassword", body.NewPassword); err != nil {
+			return err
 		}
 		rev, err := s.accounts.ResetPassword(ctx, pid, body.Email, body.VerifyToken, body.NewPassword, addr)
 		if err != nil {
@@ -173,8 +176,8 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"user": u})
 	case "change-password":
-		if err := errors.Join(required("currentPassword", body.CurrentPassword), required("newPassword", body.NewPassword)); err != nil {
-			return firstErr(err)
+		if err := required("currentPassword", body.CurrentPassword, "newPassword", body.NewPassword); err != nil {
+			return err
 		}
 		res, err := s.accounts.ChangePassword(ctx, p, body.CurrentPassword, body.NewPassword, addr)
 		if err != nil {
@@ -199,15 +202,6 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		return writeCommitted(w, http.StatusOK, rev, map[string]any{"totpEnabled": false, "user": u})
 	}
 	return nil
-}
-
-// firstErr returns the first error of an errors.Join, so a request missing
-// several fields is told about the first one in field order.
-func firstErr(err error) error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
-		return j.Unwrap()[0]
-	}
-	return err
 }
 
 // writeCommitted writes a response to a write, with its X-Revision.
