@@ -174,6 +174,20 @@ func (s *Service) useCode(acc *account, pid, code string) (bool, error) {
 	return true, nil
 }
 
+// proveCode is useCode inside an account update that reveals a success: a
+// wrong code is ErrInvalidCode, a right one returns the limit conditions the
+// revealing commit must carry (see limitGate).
+func (s *Service) proveCode(acc *account, pid, code string, at attempt) ([]raftstore.Cond, error) {
+	good, err := s.useCode(acc, pid, code)
+	if err != nil {
+		return nil, err
+	}
+	if !good {
+		return nil, ErrInvalidCode
+	}
+	return s.limitGate(at)
+}
+
 // matchTOTP returns the time step whose code equals code, among the current
 // step ±totpSkew, refusing steps at or before lastStep (replays). Every
 // candidate is compared in constant time.
@@ -374,14 +388,7 @@ func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr str
 		return nil, err
 	}
 	_, rev, err := s.updateAccount(ctx, pid, idx.UserID, func(acc *account) ([]raftstore.Op, []raftstore.Cond, error) {
-		good, err := s.useCode(acc, pid, code)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !good {
-			return nil, nil, ErrInvalidCode
-		}
-		gate, err := s.limitGate(at)
+		gate, err := s.proveCode(acc, pid, code, at)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -412,14 +419,7 @@ func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr stri
 		if !acc.totpEnabled() {
 			return nil, nil, ErrTOTPNotEnabled
 		}
-		good, err := s.useCode(acc, p.ProjectID, code)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !good {
-			return nil, nil, ErrInvalidCode
-		}
-		gate, err := s.limitGate(at)
+		gate, err := s.proveCode(acc, p.ProjectID, code, at)
 		if err != nil {
 			return nil, nil, err
 		}
