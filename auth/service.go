@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -217,6 +218,8 @@ type Principal struct {
 	UserID    string
 	Email     string
 	Role      string
+	// ExpiresAt is when the session ends unless revoked earlier.
+	ExpiresAt time.Time
 }
 
 // ProjectCreated is the one-time answer to project creation: the API key is
@@ -586,7 +589,8 @@ func (s *Service) Authenticate(token string) (*Principal, error) {
 	if acc == nil || acc.SessionGen != sess.Gen {
 		return nil, ErrInvalidToken
 	}
-	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role}, nil
+	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
+		ExpiresAt: time.Unix(sess.ExpiresAt, 0)}, nil
 }
 
 // Rules returns the project's compiled access rules (the defaults when the
@@ -666,4 +670,70 @@ func (s *Service) Me(pid, uid string) (*User, error) {
 		return nil, ErrInvalidToken
 	}
 	return &acc.User, nil
+}
+
+func originsPath(pid string) string { return pid + "/_origins" }
+
+// OriginList is a project's allowed browser origins for realtime.
+type OriginList struct {
+	Origins []string `json:"origins"`
+}
+
+// maxOrigins bounds a project's origin list.
+const maxOrigins = 100
+
+// Origins returns the browser origins allowed to open realtime connections
+// to the project (besides the node's own origin).
+func (s *Service) Origins(pid string) ([]string, error) {
+	var l OriginList
+	if _, err := s.getJSON(originsPath(pid), &l); err != nil {
+		return nil, err
+	}
+	return l.Origins, nil
+}
+
+// SetOrigins replaces the allowed origins; owners only. Each must be a
+// scheme://host[:port] origin as browsers send it, without a path.
+func (s *Service) SetOrigins(ctx context.Context, p *Principal, origins []string) ([]string, uint64, error) {
+	if p.Role != RoleOwner {
+		return nil, 0, ErrForbidden
+	}
+	if len(origins) > maxOrigins {
+		return nil, 0, &FieldError{Field: "origins", Err: fmt.Errorf("%w: at most %d origins", ErrInvalidArgument, maxOrigins)}
+	}
+	clean := make([]string, 0, len(origins))
+	for i, o := range origins {
+		c, err := CanonicalOrigin(o)
+		if err != nil {
+			return nil, 0, &FieldError{Field: fmt.Sprintf("origins[%d]", i), Err: err}
+		}
+		clean = append(clean, c)
+	}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{
+		Time:  s.now().UnixNano(),
+		Conds: []raftstore.Cond{{Path: projectPath(p.ProjectID), Kind: raftstore.CondExists}},
+		Ops:   []raftstore.Op{{Kind: raftstore.OpPut, Path: originsPath(p.ProjectID), Data: mustJSON(OriginList{Origins: clean})}},
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if !res.OK() {
+		return nil, 0, fmt.Errorf("%w: project not found", ErrInvalidAPIKey)
+	}
+	return clean, res.Revision, nil
+}
+
+// CanonicalOrigin parses an origin ("https://app.example.com:8443") and
+// returns it lowercased, without a default port or trailing slash.
+func CanonicalOrigin(o string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(o))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%w: %q is not an origin like https://app.example.com", ErrInvalidArgument, o)
+	}
+	host := strings.ToLower(u.Host)
+	if (u.Scheme == "https" && strings.HasSuffix(host, ":443")) || (u.Scheme == "http" && strings.HasSuffix(host, ":80")) {
+		host = host[:strings.LastIndexByte(host, ':')]
+	}
+	return u.Scheme + "://" + host, nil
 }

@@ -139,7 +139,7 @@ func (s *Server) handleDB(w http.ResponseWriter, r *http.Request) {
 
 func collectionParam(r *http.Request) (string, error) {
 	c := r.URL.Query().Get("collection")
-	if err := validatePath(c); err != nil {
+	if err := raftstore.ValidatePath(c); err != nil {
 		return "", badField("collection", "invalid_path", err.Error())
 	}
 	return c, nil
@@ -341,7 +341,7 @@ func (s *Server) dbPost(w http.ResponseWriter, r *http.Request) error {
 	if body.Collection == nil {
 		return badField("collection", "invalid_path", "collection is required")
 	}
-	if err := validatePath(*body.Collection); err != nil {
+	if err := raftstore.ValidatePath(*body.Collection); err != nil {
 		return badField("collection", "invalid_path", err.Error())
 	}
 	data, err := compactObject(body.Data)
@@ -417,7 +417,7 @@ func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
 	if body.NewKey == nil || *body.NewKey == "" {
 		return badField("newKey", "invalid_argument", "newKey is required")
 	}
-	if len(*body.OldKey) > maxPathBytes || len(*body.NewKey) > maxPathBytes {
+	if len(*body.OldKey) > raftstore.MaxPathBytes || len(*body.NewKey) > raftstore.MaxPathBytes {
 		return badField("newKey", "invalid_argument", "field names are at most 1500 bytes")
 	}
 	if len(body.Value) == 0 {

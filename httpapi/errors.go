@@ -58,6 +58,15 @@ func errorFor(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	// Other packages' refusals that carry their HTTP face (realtime's).
+	var coded interface {
+		Status() int
+		Code() string
+		Message() string
+	}
+	if errors.As(err, &coded) {
+		return &apiError{Status: coded.Status(), Code: coded.Code(), Message: coded.Message()}
+	}
 	field := ""
 	var fe *fieldError
 	var afe *auth.FieldError

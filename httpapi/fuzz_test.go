@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/raftstore"
 )
 
 // The fuzzers below check the request-parsing helpers against independent
@@ -54,7 +55,7 @@ func FuzzValidatePath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		err := validatePath(p)
+		err := raftstore.ValidatePath(p)
 		want := pathOK(p)
 		if err == nil && !want {
 			t.Fatalf("validatePath accepted %q, which breaks the path rules", p)
@@ -65,7 +66,7 @@ func FuzzValidatePath(f *testing.F) {
 		if err == nil {
 			// Accepted paths satisfy each invariant on its own too.
 			segs := strings.Split(p, "/")
-			if len(segs) < 1 || len(segs) > maxPathSegments || len(p) > maxPathBytes || !utf8.ValidString(p) {
+			if len(segs) < 1 || len(segs) > raftstore.MaxPathSegments || len(p) > raftstore.MaxPathBytes || !utf8.ValidString(p) {
 				t.Fatalf("accepted %q: %d segments, %d bytes", p, len(segs), len(p))
 			}
 			if strings.ContainsFunc(p, unicode.IsControl) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
+	"github.com/edgebase/edgebase/realtime"
 )
 
 // Store is the replicated tree as the handlers use it.
@@ -58,6 +59,8 @@ type Accounts interface {
 	Authenticate(token string) (*auth.Principal, error)
 	Rules(pid string) (*auth.CompiledRules, error)
 	SetRules(ctx context.Context, pid string, rs auth.RuleSet) (uint64, error)
+	Origins(pid string) ([]string, error)
+	SetOrigins(ctx context.Context, p *auth.Principal, origins []string) ([]string, uint64, error)
 }
 
 // Config wires a Server. Store, Cluster and Accounts are required.
@@ -72,6 +75,8 @@ type Config struct {
 	WriteTimeout time.Duration
 	// ReadTimeout bounds how long a read waits for consistency (default 5 s).
 	ReadTimeout time.Duration
+	// Realtime serves /api/realtime (nil: the route answers 404).
+	Realtime *realtime.Server
 	// TrustedProxies are the addresses of reverse proxies whose
 	// X-Forwarded-For names the client (for the brute-force limits). Empty:
 	// the client is the TCP peer.
@@ -89,6 +94,7 @@ type Server struct {
 	writeTimeout time.Duration
 	readTimeout  time.Duration
 	proxies      []netip.Prefix
+	realtime     *realtime.Server
 	mux          *http.ServeMux
 }
 
@@ -107,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReadTimeout = 5 * time.Second
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
-		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, mux: http.NewServeMux()}
+		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }
@@ -117,6 +123,11 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/db/rules", s.handleRules)
 	s.mux.HandleFunc("/api/auth", s.handleAuth)
 	s.mux.HandleFunc("/api/authenticator/{op}", s.handleAuthenticator)
+	if s.realtime != nil {
+		s.mux.Handle("/api/realtime", s.realtime.Handler(s.writeError))
+		s.mux.HandleFunc("/api/realtime/origins", s.handleOrigins)
+		s.mux.HandleFunc("/_/live", s.handleLivePage)
+	}
 	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
 	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))

@@ -24,6 +24,7 @@ import (
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/httpapi"
 	"github.com/edgebase/edgebase/raftstore"
+	"github.com/edgebase/edgebase/realtime"
 )
 
 // Config is one node's configuration (the serve command's flags).
@@ -53,6 +54,9 @@ type Config struct {
 	SweepInterval time.Duration
 	// Limits overrides the brute-force limits (tests use small ones).
 	Limits *auth.Limits
+	// ChangeLogRetention is how long realtime can resume with since
+	// (default 1 hour).
+	ChangeLogRetention time.Duration
 
 	Logger *slog.Logger
 	// Out receives the human banner of --dev (default stdout).
@@ -69,6 +73,7 @@ type Node struct {
 	logger   *slog.Logger
 	Store    *raftstore.Store
 	Accounts *auth.Service
+	Realtime *realtime.Server
 	httpLn   net.Listener
 	httpSrv  *http.Server
 	ctx      context.Context
@@ -146,17 +151,18 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, logger: logger, httpLn: httpLn, ctx: ctx, cancel: cancel}
 	n.Store, err = raftstore.Open(raftstore.Config{
-		NodeID:        cfg.NodeID,
-		Dir:           filepath.Join(cfg.DataDir),
-		RaftListener:  raftLn,
-		RaftAdvertise: cfg.AdvertiseRaft,
-		HTTPAdvertise: cfg.AdvertiseHTTP,
-		Bootstrap:     len(cfg.Join) == 0,
-		Secret:        cfg.ClusterSecret,
-		Voter:         !cfg.Edge,
-		OnLeader:      n.leaderDuties,
-		Tuning:        cfg.Tuning,
-		Logger:        logger,
+		NodeID:             cfg.NodeID,
+		Dir:                filepath.Join(cfg.DataDir),
+		RaftListener:       raftLn,
+		RaftAdvertise:      cfg.AdvertiseRaft,
+		HTTPAdvertise:      cfg.AdvertiseHTTP,
+		Bootstrap:          len(cfg.Join) == 0,
+		Secret:             cfg.ClusterSecret,
+		Voter:              !cfg.Edge,
+		OnLeader:           n.leaderDuties,
+		Tuning:             cfg.Tuning,
+		ChangeLogRetention: cfg.ChangeLogRetention,
+		Logger:             logger,
 	})
 	if err != nil {
 		cancel()
@@ -174,7 +180,13 @@ func Start(cfg Config) (*Node, error) {
 		n.abort()
 		return nil, err
 	}
+	n.Realtime, err = realtime.New(realtime.Config{Store: n.Store, Accounts: n.Accounts, Logger: logger})
+	if err != nil {
+		n.abort()
+		return nil, err
+	}
 	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger,
+		Realtime:       n.Realtime,
 		TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		n.abort()
@@ -202,6 +214,9 @@ func Start(cfg Config) (*Node, error) {
 
 func (n *Node) abort() {
 	n.cancel()
+	if n.Realtime != nil {
+		n.Realtime.Abort()
+	}
 	_ = n.httpLn.Close()
 	_ = n.Store.Close()
 }
@@ -295,6 +310,8 @@ func (n *Node) Close(ctx context.Context) error {
 			n.logger.Warn("leadership transfer on shutdown failed", "err", err)
 		}
 		n.cancel()
+		// Realtime connections are hijacked: http.Server does not see them.
+		n.Realtime.Close()
 		// Drain in-flight requests briefly. Shutdown counts connections that
 		// never sent a request as busy for 5 s, so cap the wait and then close.
 		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
@@ -312,6 +329,7 @@ func (n *Node) Close(ctx context.Context) error {
 func (n *Node) Kill() {
 	n.once.Do(func() {
 		n.cancel()
+		n.Realtime.Abort()
 		_ = n.httpSrv.Close()
 		n.closeErr = n.Store.Close()
 		n.wg.Wait()

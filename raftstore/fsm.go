@@ -34,6 +34,10 @@ type fsm struct {
 
 	applied *indexWaiter
 	feed    *Feed
+	// guard is held shared by long read transactions (SnapshotRead) on db
+	// and exclusively by whoever closes db, so a database is never closed
+	// under an open transaction. Restore swaps it along with db.
+	guard *sync.RWMutex
 }
 
 // currentFile names the tree generation in use; rewritten atomically on Restore.
@@ -68,7 +72,11 @@ func openFSM(base string, logger *slog.Logger, feed *Feed) (*fsm, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fsm{logger: logger, base: base, db: db, gen: gen, applied: newIndexWaiter(), feed: feed}
+	if err := ensureLogFloor(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("change log floor: %w", err)
+	}
+	f := &fsm{logger: logger, base: base, db: db, gen: gen, applied: newIndexWaiter(), feed: feed, guard: &sync.RWMutex{}}
 	idx, err := readApplied(db)
 	if err != nil {
 		_ = db.Close()
@@ -127,7 +135,9 @@ func (f *fsm) close() error {
 	if f.db == nil {
 		return nil
 	}
+	f.guard.Lock()
 	err := f.db.Close()
+	f.guard.Unlock()
 	f.db = nil
 	if err != nil {
 		return fmt.Errorf("close tree db: %w", err)
@@ -142,9 +152,10 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // fresh transaction when Badger says the current one is full.
 type entryWrites struct {
 	index  uint64
+	time   int64       // the Txn's time, for change log compaction
 	keys   []string    // full paths in write order
 	docs   []*Document // nil means delete
-	events []Event
+	events []Event     // the final change of each path, in write order
 }
 
 // ApplyBatch implements raft.BatchingFSM: one Badger transaction (and one
@@ -238,7 +249,10 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 		if !res.OK() {
 			// Nothing of a refused transaction is written.
 			w.keys, w.docs, w.events = nil, nil, nil
+			return res, w
 		}
+		w.time = t.Time
+		w.events = finalEvents(w)
 		return res, w
 	default:
 		f.fatal("decode command", l.Index, fmt.Errorf("%w: type %d", errUnknownCommand, l.Data[0]))
@@ -246,9 +260,31 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 	}
 }
 
+// finalEvents keeps one change per path, the last, so an entry that writes a
+// document twice reports (and logs) it once, as it is committed.
+func finalEvents(w *entryWrites) []Event {
+	last := make(map[string]int, len(w.events))
+	for i, ev := range w.events {
+		last[ev.Path] = i
+	}
+	out := make([]Event, 0, len(last))
+	for i, ev := range w.events {
+		if last[ev.Path] == i {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // flushEntry writes the final state of each path the entry touched (an entry
-// that rewrites a large document several times writes it once).
+// that rewrites a large document several times writes it once), and its
+// changes to the change log.
 func flushEntry(txn *badger.Txn, w *entryWrites) error {
+	for i, ev := range w.events {
+		if err := txn.Set(changeKey(w.index, uint32(i)), encodeChange(ev, w.time)); err != nil {
+			return err
+		}
+	}
 	last := make(map[string]int, len(w.keys))
 	for i, k := range w.keys {
 		last[k] = i
@@ -448,16 +484,22 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		_ = db.Close()
 		return err
 	}
+	if err := ensureLogFloor(db); err != nil {
+		_ = db.Close()
+		return fmt.Errorf("change log floor: %w", err)
+	}
 	if err := writeFileAtomic(filepath.Join(f.base, currentFile), []byte(strconv.Itoa(gen)+"\n")); err != nil {
 		_ = db.Close()
 		return err
 	}
 	f.mu.Lock()
-	old, oldGen := f.db, f.gen
-	f.db, f.gen = db, gen
+	old, oldGen, oldGuard := f.db, f.gen, f.guard
+	f.db, f.gen, f.guard = db, gen, &sync.RWMutex{}
 	f.applied.set(idx)
 	f.mu.Unlock()
 	f.feed.publish(Batch{Revision: idx, Reset: true})
+	oldGuard.Lock() // open snapshot reads of the old database finish first
+	defer oldGuard.Unlock()
 	if err := old.Close(); err != nil {
 		f.logger.Warn("close replaced tree db", "err", err)
 	}

@@ -118,7 +118,13 @@ type Config struct {
 	Transport raft.Transport
 	// HTTPClient is used for forwarding; defaults to a pooled client.
 	HTTPClient *http.Client
+	// ChangeLogRetention is how long the change log keeps a change (realtime
+	// resumes with `since` within it). Default DefaultChangeLogRetention.
+	ChangeLogRetention time.Duration
 }
+
+// DefaultChangeLogRetention is the change log window unless configured.
+const DefaultChangeLogRetention = time.Hour
 
 // Store is one node's replica of the tree.
 type Store struct {
@@ -243,7 +249,35 @@ func Open(cfg Config) (*Store, error) {
 	s.readIdx = newCoalescer(s.fetchReadIndex)
 	s.wg.Add(1)
 	go s.watchLeadership(notify)
+	s.wg.Add(1)
+	go s.compactLoop()
 	return s, nil
+}
+
+// compactLoop trims the change log to its retention window, several times
+// per window, on this node only.
+func (s *Store) compactLoop() {
+	defer s.wg.Done()
+	keep := s.cfg.ChangeLogRetention
+	if keep <= 0 {
+		keep = DefaultChangeLogRetention
+	}
+	every := min(keep/4, time.Minute)
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			n, err := s.fsm.compactChangeLog(time.Now().Add(-keep))
+			if err != nil && !errors.Is(err, ErrClosed) {
+				s.logger.Warn("change log compaction failed", "err", err)
+			} else if n > 0 {
+				s.logger.Debug("change log compacted", "removed", n)
+			}
+		}
+	}
 }
 
 // HasState reports whether this node already belongs to a cluster (it has a

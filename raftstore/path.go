@@ -1,4 +1,4 @@
-package httpapi
+package raftstore
 
 import (
 	"fmt"
@@ -8,27 +8,27 @@ import (
 
 // Path rules of the database area.
 const (
-	maxPathBytes    = 1500
-	maxPathSegments = 100
+	MaxPathBytes    = 1500
+	MaxPathSegments = 100
 )
 
-// validatePath checks a document path as the client wrote it: 1..100
+// ValidatePath checks a document path as the client wrote it: 1..100
 // non-empty segments, at most 1500 bytes, valid UTF-8, no "." or ".."
 // segments, no control characters, and no segment starting with "_" (those
 // are reserved for system state).
-func validatePath(p string) error {
+func ValidatePath(p string) error {
 	if p == "" {
 		return fmt.Errorf("collection is required")
 	}
-	if len(p) > maxPathBytes {
-		return fmt.Errorf("collection is longer than %d bytes", maxPathBytes)
+	if len(p) > MaxPathBytes {
+		return fmt.Errorf("collection is longer than %d bytes", MaxPathBytes)
 	}
 	if !utf8.ValidString(p) {
 		return fmt.Errorf("collection is not valid UTF-8")
 	}
 	segs := strings.Split(p, "/")
-	if len(segs) > maxPathSegments {
-		return fmt.Errorf("collection has more than %d segments", maxPathSegments)
+	if len(segs) > MaxPathSegments {
+		return fmt.Errorf("collection has more than %d segments", MaxPathSegments)
 	}
 	for _, seg := range segs {
 		switch {

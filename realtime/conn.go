@@ -1,0 +1,404 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// conn is one WebSocket client. Three kinds of goroutine touch it: the
+// reader (the HTTP handler's), the writer, and short-lived workers for
+// subscribing and re-checking access. Outgoing messages go through one
+// bounded queue drained by the writer; the hub never blocks on it.
+type conn struct {
+	srv   *Server
+	ws    *websocket.Conn
+	shard *shard
+	token string
+	pid   string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan []byte
+
+	mu        sync.Mutex
+	principal *auth.Principal
+	subs      map[string]*sub
+
+	closeOnce sync.Once
+	checking  atomic.Bool // a recheck runs
+	again     atomic.Bool // and another was asked for meanwhile
+	expiry    *time.Timer
+}
+
+// sub is one subscription. live, pending and removed belong to the shard's
+// goroutine; the rest is fixed at creation.
+type sub struct {
+	c      *conn
+	id     string
+	path   string // full path, project first
+	prefix bool
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	live    bool
+	pending []*pendingMsg
+	removed bool
+}
+
+type pendingMsg struct {
+	rev uint64
+	msg []byte
+}
+
+// deliver runs in the shard: a live subscription queues the change, one
+// still sending its snapshot or replay holds it until it goes live.
+func (s *sub) deliver(m *changeMsg) {
+	if s.removed {
+		return
+	}
+	b := m.forSub(s.id)
+	if !s.live {
+		if len(s.pending) >= s.c.srv.cfg.QueueSize {
+			s.c.kill(closeSlowConsumer, "too many changes arrived while the subscription was syncing")
+			return
+		}
+		s.pending = append(s.pending, &pendingMsg{rev: m.rev, msg: b})
+		return
+	}
+	s.c.enqueue(b)
+}
+
+// enqueue queues a message without blocking; a full queue means the client
+// does not keep up, and it is cut off (it resumes with since).
+func (c *conn) enqueue(msg []byte) {
+	select {
+	case c.out <- msg:
+	default:
+		c.kill(closeSlowConsumer, "slow consumer: the client did not read fast enough; resume with since")
+	}
+}
+
+// send queues a message, waiting for room: for the subscriber's own snapshot
+// and replay, which must not be dropped and may wait for the writer.
+func (c *conn) send(ctx context.Context, msg []byte) error {
+	select {
+	case c.out <- msg:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *conn) sendError(id, code, msg string) {
+	c.enqueue(encode(errorMsg{Op: "error", ID: id, Code: code, Message: msg}))
+}
+
+// kill closes the connection once with a code; the reason is also sent as
+// an error message first when the queue has room.
+func (c *conn) kill(code int, reason string) {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		go func() {
+			// Close waits for the peer's close frame (bounded by the library).
+			_ = c.ws.Close(websocket.StatusCode(code), truncate(reason, 120))
+		}()
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// writeLoop drains the queue and pings the peer to detect dead connections.
+func (c *conn) writeLoop() {
+	t := time.NewTicker(c.srv.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case msg := <-c.out:
+			ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, msg)
+			cancel()
+			if err != nil {
+				c.kill(closeSlowConsumer, "write timed out")
+				return
+			}
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.PingTimeout)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil {
+				c.kill(int(websocket.StatusGoingAway), "ping timed out")
+				return
+			}
+		}
+	}
+}
+
+// readLoop handles client messages until the connection ends.
+func (c *conn) readLoop() {
+	for {
+		typ, b, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.kill(int(websocket.StatusNormalClosure), "")
+			return
+		}
+		if typ != websocket.MessageText {
+			c.kill(int(websocket.StatusPolicyViolation), "text JSON messages only")
+			return
+		}
+		var m clientMsg
+		if err := json.Unmarshal(b, &m); err != nil {
+			c.sendError("", "invalid_json", "a message is not a JSON object")
+			c.kill(int(websocket.StatusPolicyViolation), "invalid JSON")
+			return
+		}
+		switch m.Op {
+		case "subscribe":
+			c.subscribe(m)
+		case "unsubscribe":
+			c.unsubscribe(m.ID, true)
+		case "ping":
+			c.enqueue([]byte(`{"op":"pong"}`))
+		case "auth":
+			c.sendError("", "invalid_argument", "already authenticated")
+		default:
+			c.sendError("", "unknown_op", fmt.Sprintf("unknown op %q", m.Op))
+			c.kill(int(websocket.StatusPolicyViolation), "unknown op")
+			return
+		}
+	}
+}
+
+const maxIDLen = 64
+
+func (c *conn) subscribe(m clientMsg) {
+	if m.ID == "" || len(m.ID) > maxIDLen {
+		c.sendError(m.ID, "invalid_argument", "id must be 1..64 characters")
+		return
+	}
+	if err := raftstore.ValidatePath(m.Collection); err != nil {
+		c.sendError(m.ID, "invalid_path", err.Error())
+		return
+	}
+	c.mu.Lock()
+	if _, dup := c.subs[m.ID]; dup {
+		c.mu.Unlock()
+		c.sendError(m.ID, "duplicate_id", "a subscription with this id is open")
+		return
+	}
+	if len(c.subs) >= c.srv.cfg.MaxSubscriptions {
+		c.mu.Unlock()
+		c.sendError(m.ID, "subscription_limit", fmt.Sprintf("at most %d subscriptions per connection", c.srv.cfg.MaxSubscriptions))
+		return
+	}
+	p := c.principal
+	ctx, cancel := context.WithCancel(c.ctx)
+	s := &sub{c: c, id: m.ID, path: c.pid + "/" + m.Collection, prefix: m.Prefix, ctx: ctx, cancel: cancel}
+	c.subs[m.ID] = s
+	c.mu.Unlock()
+	go c.startSub(s, p, m.Collection, m.Since)
+}
+
+// startSub checks access, registers the subscription (holding its changes),
+// sends the snapshot or the replay, then lets the held changes through.
+func (c *conn) startSub(s *sub, p *auth.Principal, collection string, since *uint64) {
+	if ok, err := c.srv.allowRead(s.ctx, p, collection); err != nil || !ok {
+		c.dropSub(s, "forbidden", "the access rules do not allow reading "+collection)
+		return
+	}
+	if err := c.shard.do(s.ctx, func() { c.shard.addSub(s) }); err != nil {
+		return
+	}
+	rev, err := c.catchUp(s, since)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			c.srv.logger.Warn("realtime subscribe failed", "err", err)
+			c.dropSub(s, "unavailable", "the subscription could not be started; retry")
+		}
+		return
+	}
+	_ = c.shard.do(s.ctx, func() {
+		if s.removed {
+			return
+		}
+		for _, pm := range s.pending {
+			if pm.rev > rev {
+				c.enqueue(pm.msg)
+			}
+		}
+		s.pending, s.live = nil, true
+	})
+}
+
+// replayPage is how many changes one change log read returns.
+const replayPage = 512
+
+// catchUp sends what the subscriber is missing and returns the revision it
+// is complete up to: the replay of the change log after since, or (without
+// since, or when the log no longer reaches back to it) a snapshot.
+func (c *conn) catchUp(s *sub, since *uint64) (uint64, error) {
+	if since != nil {
+		cur := *since
+		for {
+			evs, upTo, err := c.srv.store.ChangesSince(cur, replayPage)
+			if errors.Is(err, raftstore.ErrCompacted) {
+				if err := c.send(s.ctx, encode(revMsg{Op: "reset", ID: s.id, Revision: upTo})); err != nil {
+					return 0, err
+				}
+				return c.snapshot(s)
+			}
+			if err != nil {
+				return 0, err
+			}
+			for i := range evs {
+				if s.matches(evs[i].Path) {
+					if err := c.send(s.ctx, newChangeMsg(&evs[i]).forSub(s.id)); err != nil {
+						return 0, err
+					}
+				}
+			}
+			if upTo > cur {
+				cur = upTo
+			}
+			if len(evs) < replayPage {
+				break
+			}
+		}
+		return cur, c.send(s.ctx, encode(revMsg{Op: "resumed", ID: s.id, Revision: cur}))
+	}
+	return c.snapshot(s)
+}
+
+// snapshotPage is how many documents one snapshot message carries.
+const snapshotPage = 256
+
+func (c *conn) snapshot(s *sub) (uint64, error) {
+	var held *snapshotMsg
+	rev, err := c.srv.store.SnapshotRead(s.path, s.prefix, snapshotPage, func(rev uint64, docs []*raftstore.Document) error {
+		if held != nil {
+			held.More = true
+			if err := c.send(s.ctx, encode(held)); err != nil {
+				return err
+			}
+		}
+		out := make([]docOut, 0, len(docs))
+		for _, d := range docs {
+			out = append(out, toDocOut(d))
+		}
+		held = &snapshotMsg{Op: "snapshot", ID: s.id, Revision: rev, Documents: out}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return rev, c.send(s.ctx, encode(held))
+}
+
+func (s *sub) matches(full string) bool {
+	if full == s.path {
+		return true
+	}
+	return s.prefix && len(full) > len(s.path) && full[len(s.path)] == '/' && full[:len(s.path)] == s.path
+}
+
+// dropSub ends a subscription with an error message naming it.
+func (c *conn) dropSub(s *sub, code, msg string) {
+	c.sendError(s.id, code, msg)
+	c.unsubscribe(s.id, false)
+}
+
+func (c *conn) unsubscribe(id string, confirm bool) {
+	c.mu.Lock()
+	s := c.subs[id]
+	delete(c.subs, id)
+	c.mu.Unlock()
+	if s == nil {
+		if confirm {
+			c.sendError(id, "not_found", "no subscription with this id")
+		}
+		return
+	}
+	s.cancel()
+	_ = c.shard.do(c.ctx, func() { c.shard.removeSub(s) })
+	if confirm {
+		c.enqueue(encode(revMsg{Op: "unsubscribed", ID: id}))
+	}
+}
+
+// recheck judges the connection's access again after a change to its
+// session, its account or its project's rules (or at session expiry): a
+// session that ended closes the connection, a subscription the rules no
+// longer allow is ended with an error.
+func (c *conn) recheck() {
+	c.again.Store(true)
+	if !c.checking.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.checking.Store(false)
+		for c.again.Swap(false) {
+			c.recheckOnce()
+		}
+	}()
+}
+
+func (c *conn) recheckOnce() {
+	if c.ctx.Err() != nil {
+		return
+	}
+	p, err := c.srv.accounts.Authenticate(c.token)
+	if err != nil || p.ProjectID != c.pid {
+		c.sendError("", "session_ended", "the session ended (logout, password change or expiry)")
+		c.kill(closeUnauthenticated, "session ended")
+		return
+	}
+	c.mu.Lock()
+	c.principal = p
+	subs := make([]*sub, 0, len(c.subs))
+	for _, s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.mu.Unlock()
+	for _, s := range subs {
+		if ok, err := c.srv.allowRead(c.ctx, p, userPath(s.path)); err != nil || !ok {
+			c.dropSub(s, "forbidden", "the access rules no longer allow reading "+userPath(s.path))
+		}
+	}
+}
+
+// close releases the connection's registrations in its shard.
+func (c *conn) release(watches []string) {
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+	c.mu.Lock()
+	subs := c.subs
+	c.subs = map[string]*sub{}
+	c.mu.Unlock()
+	// The connection's context is over: register the removal with a
+	// background context so the shard still forgets it.
+	_ = c.shard.do(context.Background(), func() {
+		for _, s := range subs {
+			c.shard.removeSub(s)
+		}
+		for _, w := range watches {
+			remove(c.shard.watch, w, c)
+		}
+	})
+}

@@ -1,0 +1,139 @@
+package realtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// Close codes (WebSocket close status) of the protocol; see docs/api.md.
+const (
+	closeUnauthenticated = 4001 // auth failed or the session ended
+	closeOrigin          = 4003 // Origin not allowed for the project
+	closeSlowConsumer    = 4008 // the client did not read fast enough
+	closeLagged          = 4009 // the node's stream restarted; resume with since
+)
+
+// clientMsg is any message a client sends.
+type clientMsg struct {
+	Op         string  `json:"op"`
+	ID         string  `json:"id"`
+	Collection string  `json:"collection"`
+	Prefix     bool    `json:"prefix"`
+	Since      *uint64 `json:"since"`
+	Token      string  `json:"token"`
+	ProjectID  string  `json:"projectId"`
+	APIKey     string  `json:"apiKey"`
+}
+
+// docOut is a document as REST shows it: the path without the project.
+type docOut struct {
+	Collection string          `json:"collection"`
+	Data       json.RawMessage `json:"data"`
+	Revision   uint64          `json:"revision"`
+	CreateTime string          `json:"createTime"`
+	UpdateTime string          `json:"updateTime"`
+}
+
+func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+
+func userPath(full string) string {
+	if i := strings.IndexByte(full, '/'); i >= 0 {
+		return full[i+1:]
+	}
+	return full
+}
+
+func toDocOut(d *raftstore.Document) docOut {
+	return docOut{Collection: userPath(d.Path), Data: d.Data, Revision: d.Revision,
+		CreateTime: stamp(d.CreateTime), UpdateTime: stamp(d.UpdateTime)}
+}
+
+type snapshotMsg struct {
+	Op        string   `json:"op"`
+	ID        string   `json:"id"`
+	Revision  uint64   `json:"revision"`
+	Documents []docOut `json:"documents"`
+	More      bool     `json:"more"`
+}
+
+type revMsg struct {
+	Op       string `json:"op"`
+	ID       string `json:"id,omitempty"`
+	Revision uint64 `json:"revision"`
+}
+
+type readyMsg struct {
+	Op       string `json:"op"`
+	UserID   string `json:"userId"`
+	Revision uint64 `json:"revision"`
+}
+
+type errorMsg struct {
+	Op      string `json:"op"`
+	ID      string `json:"id,omitempty"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func encode(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only our own message structs are encoded here.
+		panic("realtime: encode message: " + err.Error())
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// changeMsg is one event, encoded once for every subscription it reaches:
+// only the leading {"op":"change","id":"..." differs between them.
+type changeMsg struct {
+	rev  uint64
+	tail []byte // ,"revision":...} including the closing brace
+}
+
+func newChangeMsg(ev *raftstore.Event) *changeMsg {
+	var b bytes.Buffer
+	b.WriteString(`,"revision":`)
+	b.WriteString(strconv.FormatUint(ev.Revision, 10))
+	b.WriteString(`,"collection":`)
+	b.Write(encode(userPath(ev.Path)))
+	b.WriteString(`,"type":"`)
+	b.WriteString(string(ev.Type))
+	b.WriteString(`","data":`)
+	if ev.Doc != nil {
+		b.Write(ev.Doc.Data)
+		b.WriteString(`,"updateTime":"`)
+		b.WriteString(stamp(ev.Doc.UpdateTime))
+		b.WriteString(`"}`)
+	} else {
+		b.WriteString(`null}`)
+	}
+	return &changeMsg{rev: ev.Revision, tail: b.Bytes()}
+}
+
+func (m *changeMsg) forSub(id string) []byte {
+	head := `{"op":"change","id":` + string(encode(id))
+	out := make([]byte, 0, len(head)+len(m.tail))
+	out = append(out, head...)
+	return append(out, m.tail...)
+}
+
+// notificationMsg is a committed notification document as a message: its
+// fields plus op, id and revision.
+func notificationMsg(ev *raftstore.Event, id string) []byte {
+	fields := map[string]json.RawMessage{}
+	if ev.Doc != nil {
+		_ = json.Unmarshal(ev.Doc.Data, &fields)
+	}
+	fields["op"] = json.RawMessage(`"notification"`)
+	fields["id"] = encode(id)
+	fields["revision"] = json.RawMessage(strconv.FormatUint(ev.Revision, 10))
+	return encode(fields)
+}

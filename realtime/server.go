@@ -1,0 +1,391 @@
+// Package realtime serves GET /api/realtime: WebSocket sessions that
+// subscribe to documents or path prefixes, get a snapshot or a replay from
+// the change log, then every change in revision order with no gap and no
+// duplicate, on every node. It declares the small interfaces it needs.
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// Store is the replicated tree as realtime uses it.
+type Store interface {
+	Feed() *raftstore.Feed
+	SnapshotRead(path string, prefix bool, pageSize int, fn func(rev uint64, docs []*raftstore.Document) error) (uint64, error)
+	ChangesSince(since uint64, max int) ([]raftstore.Event, uint64, error)
+	WaitRead(ctx context.Context, c raftstore.Consistency, minRev uint64) error
+	AppliedIndex() uint64
+}
+
+// Accounts is the identity service as realtime uses it.
+type Accounts interface {
+	CheckAPIKey(pid, key string) error
+	Authenticate(token string) (*auth.Principal, error)
+	Rules(pid string) (*auth.CompiledRules, error)
+	Origins(pid string) ([]string, error)
+}
+
+// Config shapes a Server. Store and Accounts are required.
+type Config struct {
+	Store    Store
+	Accounts Accounts
+	Logger   *slog.Logger
+	// QueueSize is each connection's outgoing queue (default 1024 messages);
+	// a client that lets it fill is cut off with close code 4008.
+	QueueSize int
+	// MaxSubscriptions per connection (default 100).
+	MaxSubscriptions int
+	// MaxMessageBytes bounds a client message (default 64 KiB).
+	MaxMessageBytes int64
+	// PingInterval and PingTimeout detect dead peers (default 30 s, 10 s).
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	// WriteTimeout bounds one message write (default 10 s).
+	WriteTimeout time.Duration
+	// AuthTimeout bounds the wait for the first auth message (default 10 s).
+	AuthTimeout time.Duration
+	// Shards of the hub (default GOMAXPROCS).
+	Shards int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 1024
+	}
+	if c.MaxSubscriptions <= 0 {
+		c.MaxSubscriptions = 100
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 64 << 10
+	}
+	if c.PingInterval <= 0 {
+		c.PingInterval = 30 * time.Second
+	}
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = 10 * time.Second
+	}
+	if c.Shards <= 0 {
+		c.Shards = runtime.GOMAXPROCS(0)
+	}
+	return c
+}
+
+// Server is the realtime endpoint of one node.
+type Server struct {
+	cfg      Config
+	store    Store
+	accounts Accounts
+	logger   *slog.Logger
+	hub      *hub
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	next   atomic.Uint64
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+}
+
+// New builds the server and starts its hub; Close stops both.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Accounts == nil {
+		return nil, errors.New("realtime: Store and Accounts are required")
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, store: cfg.Store, accounts: cfg.Accounts, logger: cfg.Logger,
+		ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+	s.hub = newHub(s, cfg.Store, cfg.Shards)
+	sub := cfg.Store.Feed().Subscribe(feedBuffer)
+	go s.hub.run(ctx, sub)
+	return s, nil
+}
+
+// Close ends every connection with 1001 (going away) and stops the hub.
+func (s *Server) Close() {
+	for _, c := range s.connections() {
+		c.kill(int(websocket.StatusGoingAway), "the node is shutting down")
+	}
+	s.cancel()
+}
+
+// Abort drops every connection without a close frame, as a crash would.
+func (s *Server) Abort() {
+	for _, c := range s.connections() {
+		c.closeOnce.Do(func() {
+			c.cancel()
+			_ = c.ws.CloseNow()
+		})
+	}
+	s.cancel()
+}
+
+// Connections is the number of open connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) connections() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// httpError is an answer given before the upgrade, in the API's error shape.
+type httpError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.code + ": " + e.msg }
+
+// ErrorWriter renders an error in the API's one JSON shape; the REST layer
+// passes its own so that realtime's refusals look like every other.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)
+
+// Status, Code and Message expose a refusal to the REST error mapping.
+func (e *httpError) Status() int     { return e.status }
+func (e *httpError) Code() string    { return e.code }
+func (e *httpError) Message() string { return e.msg }
+
+// Handler returns the HTTP handler of GET /api/realtime; refusals before the
+// upgrade are rendered by writeErr.
+func (s *Server) Handler(writeErr ErrorWriter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.serve(w, r); err != nil {
+			writeErr(w, r, err)
+		}
+	})
+}
+
+// serve authenticates (by headers, before the upgrade, or by the first
+// message, after it), checks the Origin, and runs the connection.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "use GET with a WebSocket upgrade"}
+	}
+	q := r.URL.Query()
+	if q.Has("token") || q.Has("access_token") || q.Has("apiKey") {
+		return &httpError{http.StatusBadRequest, "invalid_argument", "credentials are never accepted in the URL; send headers or an auth message"}
+	}
+	var p *auth.Principal
+	token := bearer(r)
+	if token != "" || r.Header.Get("X-Project-Id") != "" {
+		var err error
+		p, err = s.authenticate(r.Context(), token, r.Header.Get("X-Project-Id"), r.Header.Get("X-API-Key"))
+		if err != nil {
+			return err
+		}
+		if !s.originAllowed(r, p.ProjectID) {
+			return &httpError{http.StatusForbidden, "origin_not_allowed", "this Origin may not open realtime connections to the project"}
+		}
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		// Origin is checked above (header auth) or after the auth message,
+		// against the project's own list; the library knows no projects.
+		InsecureSkipVerify: true,
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return nil // Accept has answered the client
+	}
+	ws.SetReadLimit(s.cfg.MaxMessageBytes)
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	if p == nil {
+		p, token, err = s.authByMessage(ctx, ws, r)
+		if err != nil {
+			return nil
+		}
+	}
+	s.run(ctx, ws, p, token)
+	return nil
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// authenticate checks the API key and the token after a strong sync, so a
+// token issued on any node a moment ago is known here.
+func (s *Server) authenticate(ctx context.Context, token, pid, key string) (*auth.Principal, error) {
+	if pid == "" || key == "" {
+		return nil, auth.ErrMissingAPIKey
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.store.WaitRead(rctx, raftstore.Strong, 0); err != nil {
+		return nil, err
+	}
+	if err := s.accounts.CheckAPIKey(pid, key); err != nil {
+		return nil, err
+	}
+	p, err := s.accounts.Authenticate(token)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProjectID != pid {
+		return nil, &httpError{http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token"}
+	}
+	return p, nil
+}
+
+// authByMessage waits for {"op":"auth",...} as the first message.
+func (s *Server) authByMessage(ctx context.Context, ws *websocket.Conn, r *http.Request) (*auth.Principal, string, error) {
+	fail := func(code int, errCode, msg string) (*auth.Principal, string, error) {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = ws.Write(wctx, websocket.MessageText, encode(errorMsg{Op: "error", Code: errCode, Message: msg}))
+		cancel()
+		_ = ws.Close(websocket.StatusCode(code), truncate(msg, 120))
+		return nil, "", errors.New(errCode)
+	}
+	actx, cancel := context.WithTimeout(ctx, s.cfg.AuthTimeout)
+	defer cancel()
+	typ, b, err := ws.Read(actx)
+	if err != nil {
+		return fail(closeUnauthenticated, "unauthenticated", "no auth message in time")
+	}
+	var m clientMsg
+	if typ != websocket.MessageText || json.Unmarshal(b, &m) != nil || m.Op != "auth" {
+		return fail(closeUnauthenticated, "unauthenticated", `the first message must be {"op":"auth","token","projectId","apiKey"}`)
+	}
+	if m.Token == "" {
+		return fail(closeUnauthenticated, "missing_token", "the auth message needs a token")
+	}
+	p, err := s.authenticate(ctx, m.Token, m.ProjectID, m.APIKey)
+	if err != nil {
+		code, msg := authErrorCode(err)
+		return fail(closeUnauthenticated, code, msg)
+	}
+	if !s.originAllowed(r, p.ProjectID) {
+		return fail(closeOrigin, "origin_not_allowed", "this Origin may not open realtime connections to the project")
+	}
+	return p, m.Token, nil
+}
+
+func authErrorCode(err error) (string, string) {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		return he.code, he.msg
+	case errors.Is(err, auth.ErrMissingAPIKey):
+		return "missing_api_key", auth.ErrMissingAPIKey.Error()
+	case errors.Is(err, auth.ErrInvalidAPIKey):
+		return "invalid_api_key", auth.ErrInvalidAPIKey.Error()
+	case errors.Is(err, auth.ErrMissingToken):
+		return "missing_token", auth.ErrMissingToken.Error()
+	case errors.Is(err, auth.ErrInvalidToken):
+		return "invalid_token", auth.ErrInvalidToken.Error()
+	}
+	return "unavailable", "authentication could not be completed; retry"
+}
+
+// originAllowed: no Origin (not a browser), the node's own origin, or one
+// the project's owners listed.
+func (s *Server) originAllowed(r *http.Request, pid string) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	canon, err := auth.CanonicalOrigin(o)
+	if err != nil {
+		return false
+	}
+	list, err := s.accounts.Origins(pid)
+	if err != nil {
+		return false
+	}
+	for _, a := range list {
+		if a == canon {
+			return true
+		}
+	}
+	return false
+}
+
+// run serves an authenticated connection until it ends.
+func (s *Server) run(ctx context.Context, ws *websocket.Conn, p *auth.Principal, token string) {
+	cctx, cancel := context.WithCancel(ctx)
+	sh := s.hub.shards[s.next.Add(1)%uint64(len(s.hub.shards))]
+	c := &conn{srv: s, ws: ws, shard: sh, token: token, pid: p.ProjectID, ctx: cctx, cancel: cancel,
+		out: make(chan []byte, s.cfg.QueueSize), principal: p, subs: map[string]*sub{}}
+	watches := []string{sessionWatch(auth.HashToken(token)), userWatch(p.ProjectID, p.UserID),
+		rulesWatch(p.ProjectID), notifyWatch(p.ProjectID, p.UserID)}
+	if err := sh.do(cctx, func() {
+		for _, w := range watches {
+			add(sh.watch, w, c)
+		}
+	}); err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.release(watches)
+	}()
+	// The session may have ended between authentication and the watch
+	// registration: judge it once more now that changes reach us.
+	c.recheck()
+	if d := time.Until(p.ExpiresAt); !p.ExpiresAt.IsZero() {
+		c.expiry = time.AfterFunc(max(d, 0)+time.Second, c.recheck)
+	}
+	c.enqueue(encode(readyMsg{Op: "ready", UserID: p.UserID, Revision: s.store.AppliedIndex()}))
+	go c.writeLoop()
+	c.readLoop()
+}
+
+// allowRead evaluates the project's rules for reading path.
+func (s *Server) allowRead(ctx context.Context, p *auth.Principal, path string) (bool, error) {
+	rules, err := s.accounts.Rules(p.ProjectID)
+	if err != nil {
+		return false, err
+	}
+	return rules.Allow(ctx, auth.OpRead, auth.RuleInput{Path: path, Auth: auth.AuthInfo{UID: p.UserID, Role: p.Role, Email: p.Email}})
+}
