@@ -73,6 +73,8 @@ type Options struct {
 	SweepInterval time.Duration
 	// NoSecretKey starts the nodes without a secret key (TOTP off).
 	NoSecretKey bool
+	// ChangeLogRetention overrides how long the change log keeps changes.
+	ChangeLogRetention time.Duration
 }
 
 // Cluster is a set of in-process nodes sharing a cluster secret.
@@ -183,7 +185,7 @@ func (c *Cluster) StartMember(i int) {
 			Logger: slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
 			Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL,
-			SweepInterval: sweep, SecretKey: key,
+			SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
 		})
 		if err == nil || !strings.Contains(err.Error(), "address already in use") {
 			break
