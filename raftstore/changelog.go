@@ -121,6 +121,9 @@ func ensureLogFloor(db *badger.DB) error {
 // revision the answer reaches: the caller has every change up to it. When the
 // log no longer holds since+1 it returns ErrCompacted and the floor.
 func (s *Store) ChangesSince(since uint64, max int) ([]Event, uint64, error) {
+	if max < 1 {
+		max = 1
+	}
 	var out []Event
 	var upTo uint64
 	err := s.fsm.view(func(txn *badger.Txn) error {
@@ -217,11 +220,17 @@ func (s *Store) SnapshotRead(path string, prefix bool, pageSize int, fn func(rev
 	if err != nil {
 		return 0, err
 	}
+	sent := false
 	if doc != nil {
 		page = append(page, doc)
 		size += len(doc.Data)
+		if prefix && len(page) >= pageSize {
+			if err := flush(false); err != nil {
+				return 0, err
+			}
+			sent = true
+		}
 	}
-	sent := false
 	if prefix {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = docKey(path + "/")

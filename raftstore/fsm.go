@@ -415,7 +415,33 @@ func applyTxn(ov *overlay, index uint64, t *Txn) *TxnResult {
 			return fail(ErrCodeInvalid, i)
 		}
 	}
+	// Every written document is stored twice in the entry's Badger
+	// transaction (tree and change log), which Badger caps at a fraction of
+	// its memtable: bound what one transaction may leave written, so a small
+	// command of field ops on large documents is refused, identically on
+	// every replica, instead of failing Apply everywhere.
+	if finalSize(ov.w) > MaxTxnWriteBytes {
+		return fail(ErrCodeTooLarge, len(t.Ops)-1)
+	}
 	return res
+}
+
+// MaxTxnWriteBytes bounds the documents one transaction leaves written.
+const MaxTxnWriteBytes = 4 << 20
+
+// finalSize is the size of the final document of every path w wrote.
+func finalSize(w *entryWrites) int {
+	last := make(map[string]int, len(w.keys))
+	for i, k := range w.keys {
+		last[k] = i
+	}
+	n := 0
+	for _, i := range last {
+		if d := w.docs[i]; d != nil {
+			n += len(d.Data) + len(d.Path)
+		}
+	}
+	return n
 }
 
 func isJSONObject(b []byte) bool {
