@@ -34,10 +34,13 @@ type conn struct {
 	principal *auth.Principal
 	subs      map[string]*sub
 
-	closeOnce sync.Once
-	checking  atomic.Bool // a recheck runs
-	again     atomic.Bool // and another was asked for meanwhile
-	expiry    *time.Timer
+	closeOnce   sync.Once
+	closing     chan struct{} // closed by kill
+	closeCode   int
+	closeReason string
+	checking    atomic.Bool // a recheck runs
+	again       atomic.Bool // and another was asked for meanwhile
+	expiry      *time.Timer
 }
 
 // sub is one subscription. live, pending and removed belong to the shard's
@@ -51,6 +54,7 @@ type sub struct {
 	cancel context.CancelFunc
 
 	live    bool
+	after   uint64 // once live: changes at or below it were in the snapshot or replay
 	pending []*pendingMsg
 	removed bool
 }
@@ -63,7 +67,9 @@ type pendingMsg struct {
 // deliver runs in the shard: a live subscription queues the change, one
 // still sending its snapshot or replay holds it until it goes live.
 func (s *sub) deliver(m *changeMsg) {
-	if s.removed {
+	if s.removed || (s.live && m.rev <= s.after) {
+		// The state a snapshot or replay read may be committed before its
+		// batch reaches the shard: such changes were already sent.
 		return
 	}
 	b := m.forSub(s.id)
@@ -103,15 +109,15 @@ func (c *conn) sendError(id, code, msg string) {
 	c.enqueue(encode(errorMsg{Op: "error", ID: id, Code: code, Message: msg}))
 }
 
-// kill closes the connection once with a code; the reason is also sent as
-// an error message first when the queue has room.
+// kill ends the connection once with a close code. It stops the
+// subscriptions at once; the writer then sends what is already queued (an
+// error message explaining the close, typically), briefly, and performs the
+// close handshake, which also ends the reader.
 func (c *conn) kill(code int, reason string) {
 	c.closeOnce.Do(func() {
+		c.closeCode, c.closeReason = code, truncate(reason, 120)
+		close(c.closing)
 		c.cancel()
-		go func() {
-			// Close waits for the peer's close frame (bounded by the library).
-			_ = c.ws.Close(websocket.StatusCode(code), truncate(reason, 120))
-		}()
 	})
 }
 
@@ -122,38 +128,72 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// writeLoop drains the queue and pings the peer to detect dead connections.
+// writeLoop drains the queue and pings the peer to detect dead connections;
+// when the connection is killed it flushes the queue and closes with the code.
 func (c *conn) writeLoop() {
 	t := time.NewTicker(c.srv.cfg.PingInterval)
 	defer t.Stop()
+	write := func(msg []byte, timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return c.ws.Write(ctx, websocket.MessageText, msg)
+	}
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-c.closing:
+			c.flushAndClose(write)
 			return
 		case msg := <-c.out:
-			ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, msg)
-			cancel()
-			if err != nil {
+			if err := write(msg, c.srv.cfg.WriteTimeout); err != nil {
 				c.kill(closeSlowConsumer, "write timed out")
+				_ = c.ws.CloseNow()
 				return
 			}
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.PingTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.PingTimeout)
 			err := c.ws.Ping(ctx)
 			cancel()
 			if err != nil {
 				c.kill(int(websocket.StatusGoingAway), "ping timed out")
+				_ = c.ws.CloseNow()
 				return
 			}
 		}
 	}
 }
 
+// flushBudget bounds how long a closing connection spends sending what was
+// queued before its close frame.
+const flushBudget = time.Second
+
+func (c *conn) flushAndClose(write func([]byte, time.Duration) error) {
+	deadline := time.Now().Add(flushBudget)
+	for {
+		if c.closeCode == closeSlowConsumer {
+			break // the peer is not reading: what is queued would not get through
+		}
+		select {
+		case msg := <-c.out:
+			left := time.Until(deadline)
+			if left <= 0 || write(msg, left) != nil {
+				_ = c.ws.CloseNow()
+				return
+			}
+			continue
+		default:
+		}
+		break
+	}
+	// Close sends the code and waits (bounded by the library) for the peer's.
+	_ = c.ws.Close(websocket.StatusCode(c.closeCode), c.closeReason)
+}
+
 // readLoop handles client messages until the connection ends.
 func (c *conn) readLoop() {
 	for {
-		typ, b, err := c.ws.Read(c.ctx)
+		// Not c.ctx: a kill must not tear the socket down under the close
+		// handshake; the writer's Close ends this Read.
+		typ, b, err := c.ws.Read(context.Background())
 		if err != nil {
 			c.kill(int(websocket.StatusNormalClosure), "")
 			return
@@ -242,7 +282,7 @@ func (c *conn) startSub(s *sub, p *auth.Principal, collection string, since *uin
 				c.enqueue(pm.msg)
 			}
 		}
-		s.pending, s.live = nil, true
+		s.pending, s.live, s.after = nil, true, rev
 	})
 }
 

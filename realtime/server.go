@@ -137,10 +137,8 @@ func (s *Server) Close() {
 // Abort drops every connection without a close frame, as a crash would.
 func (s *Server) Abort() {
 	for _, c := range s.connections() {
-		c.closeOnce.Do(func() {
-			c.cancel()
-			_ = c.ws.CloseNow()
-		})
+		c.kill(int(websocket.StatusGoingAway), "aborted")
+		_ = c.ws.CloseNow()
 	}
 	s.cancel()
 }
@@ -275,11 +273,17 @@ func (s *Server) authByMessage(ctx context.Context, ws *websocket.Conn, r *http.
 		_ = ws.Close(websocket.StatusCode(code), truncate(msg, 120))
 		return nil, "", errors.New(errCode)
 	}
-	actx, cancel := context.WithTimeout(ctx, s.cfg.AuthTimeout)
-	defer cancel()
-	typ, b, err := ws.Read(actx)
+	// A Read whose context expires tears the socket down without a close
+	// frame, so the deadline closes the connection properly instead.
+	timer := time.AfterFunc(s.cfg.AuthTimeout, func() {
+		_, _, _ = fail(closeUnauthenticated, "unauthenticated", "no auth message in time")
+	})
+	typ, b, err := ws.Read(ctx)
+	if !timer.Stop() {
+		return nil, "", errors.New("unauthenticated")
+	}
 	if err != nil {
-		return fail(closeUnauthenticated, "unauthenticated", "no auth message in time")
+		return nil, "", err
 	}
 	var m clientMsg
 	if typ != websocket.MessageText || json.Unmarshal(b, &m) != nil || m.Op != "auth" {
@@ -351,7 +355,7 @@ func (s *Server) run(ctx context.Context, ws *websocket.Conn, p *auth.Principal,
 	cctx, cancel := context.WithCancel(ctx)
 	sh := s.hub.shards[s.next.Add(1)%uint64(len(s.hub.shards))]
 	c := &conn{srv: s, ws: ws, shard: sh, token: token, pid: p.ProjectID, ctx: cctx, cancel: cancel,
-		out: make(chan []byte, s.cfg.QueueSize), principal: p, subs: map[string]*sub{}}
+		out: make(chan []byte, s.cfg.QueueSize), principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
 	watches := []string{sessionWatch(auth.HashToken(token)), userWatch(p.ProjectID, p.UserID),
 		rulesWatch(p.ProjectID), notifyWatch(p.ProjectID, p.UserID)}
 	if err := sh.do(cctx, func() {
