@@ -97,6 +97,9 @@ func (c *conn) enqueue(msg []byte) {
 // send queues a message, waiting for room: for the subscriber's own snapshot
 // and replay, which must not be dropped and may wait for the writer.
 func (c *conn) send(ctx context.Context, msg []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case c.out <- msg:
 		return nil
@@ -258,7 +261,11 @@ func (c *conn) subscribe(m clientMsg) {
 // startSub checks access, registers the subscription (holding its changes),
 // sends the snapshot or the replay, then lets the held changes through.
 func (c *conn) startSub(s *sub, p *auth.Principal, collection string, since *uint64) {
-	if ok, err := c.srv.allowRead(s.ctx, p, collection); err != nil || !ok {
+	ok, err := c.srv.allowRead(s.ctx, p, collection)
+	if s.ctx.Err() != nil {
+		return // unsubscribed (or the connection ended) meanwhile
+	}
+	if err != nil || !ok {
 		c.dropSub(s, "forbidden", "the access rules do not allow reading "+collection)
 		return
 	}
@@ -357,10 +364,20 @@ func (s *sub) matches(full string) bool {
 	return s.prefix && len(full) > len(s.path) && full[len(s.path)] == '/' && full[:len(s.path)] == s.path
 }
 
-// dropSub ends a subscription with an error message naming it.
+// dropSub ends a subscription with an error message naming it, unless it
+// has already ended (a same-id successor is left alone).
 func (c *conn) dropSub(s *sub, code, msg string) {
+	c.mu.Lock()
+	current := c.subs[s.id] == s
+	if current {
+		delete(c.subs, s.id)
+	}
+	c.mu.Unlock()
+	if !current {
+		return
+	}
 	c.sendError(s.id, code, msg)
-	c.unsubscribe(s.id, false)
+	c.endSub(s)
 }
 
 func (c *conn) unsubscribe(id string, confirm bool) {
@@ -374,11 +391,16 @@ func (c *conn) unsubscribe(id string, confirm bool) {
 		}
 		return
 	}
-	s.cancel()
-	_ = c.shard.do(c.ctx, func() { c.shard.removeSub(s) })
+	c.endSub(s)
 	if confirm {
 		c.enqueue(encode(revMsg{Op: "unsubscribed", ID: id}))
 	}
+}
+
+// endSub stops a subscription and forgets it in the shard.
+func (c *conn) endSub(s *sub) {
+	s.cancel()
+	_ = c.shard.do(context.Background(), func() { c.shard.removeSub(s) })
 }
 
 // recheck judges the connection's access again after a change to its

@@ -142,6 +142,11 @@ func remove[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
 }
 
 func (sh *shard) addSub(s *sub) {
+	if s.removed || s.ctx.Err() != nil {
+		// Ended before its registration ran: removeSub may already have run.
+		s.removed = true
+		return
+	}
 	if s.prefix {
 		add(sh.prefix, s.path, s)
 	} else {
