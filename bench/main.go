@@ -44,6 +44,8 @@ type options struct {
 	valueSize   int
 	docs        int
 	accounts    int
+	subscribers int     // realtime scenarios: WebSocket subscribers
+	rate        float64 // RT1/RT1F: writes per second
 	json        bool
 	targets     []string
 	adminToken  string
@@ -72,6 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.valueSize, "value-size", 256, "bytes of the value each written document holds")
 	fs.IntVar(&o.docs, "docs", 1000, "documents written up front for the read scenarios")
 	fs.IntVar(&o.accounts, "accounts", 64, "end-user accounts registered up front for the login scenarios")
+	fs.IntVar(&o.subscribers, "subscribers", 1000, "WebSocket subscribers of the realtime scenarios (RT*), all connected to one node")
+	fs.Float64Var(&o.rate, "rate", 10, "writes per second of the paced realtime scenarios (RT1, RT1F)")
 	fs.BoolVar(&o.json, "json", false, "print the results as one JSON object on stdout (the table goes to stderr)")
 	target := fs.String("target", "", "comma-separated URLs of a running cluster's nodes to use instead of starting one")
 	fs.StringVar(&o.adminToken, "admin-token", "", "admin token of the --target cluster")
@@ -90,7 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if *list {
 		for _, s := range scenarios {
-			fmt.Fprintf(stderr, "%s  %5d ops  %s\n", s.Name, s.DefaultOps, s.What)
+			fmt.Fprintf(stderr, "%-4s  %5d ops  %s\n", s.Name, s.DefaultOps, s.What)
 		}
 		return nil, errListed
 	}
@@ -133,8 +137,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--nodes names no cluster size")
 	case len(o.scenarios) == 0:
 		return nil, errors.New("--scenarios names no scenario")
-	case o.ops < 0 || o.runs < 1 || o.clients < 1 || o.valueSize < 0 || o.docs < 1 || o.accounts < 1:
-		return nil, errors.New("--ops, --runs, --clients, --value-size, --docs and --accounts must be positive")
+	case o.ops < 0 || o.runs < 1 || o.clients < 1 || o.valueSize < 0 || o.docs < 1 || o.accounts < 1 || o.subscribers < 1:
+		return nil, errors.New("--ops, --runs, --clients, --value-size, --docs, --accounts and --subscribers must be positive")
+	case !(o.rate > 0 && o.rate <= 100000):
+		return nil, errors.New("--rate must be above 0 (writes per second)")
 	case o.valueSize > 900<<10:
 		return nil, errors.New("--value-size must stay below the 1 MiB document limit")
 	case o.reqTimeout <= 0 || o.runTimeout <= 0:
@@ -198,6 +204,11 @@ type runResult struct {
 	WallSeconds float64 `json:"wallSeconds"`
 	OpsPerSec   float64 `json:"opsPerSec"`
 	TimedOut    bool    `json:"timedOut,omitempty"`
+	// Realtime scenarios: Ops are deliveries; these are the writes behind
+	// them and the connections the node cut during the run.
+	Writes       int     `json:"writes,omitempty"`
+	WritesPerSec float64 `json:"writesPerSec,omitempty"`
+	Cuts         int     `json:"cuts,omitempty"`
 }
 
 type nodeResult struct {
@@ -247,9 +258,12 @@ type result struct {
 	BenchCPUSecondsPerRun float64 `json:"benchCpuSecondsPerRun"`
 	// OtherCPUSecondsPerRun is the machine's busy CPU time not spent by
 	// the nodes or the bench: other processes competing for the CPUs.
-	OtherCPUSecondsPerRun float64  `json:"otherCpuSecondsPerRun"`
-	Notes                 []string `json:"notes,omitempty"`
-	Failed                string   `json:"failed,omitempty"`
+	OtherCPUSecondsPerRun float64 `json:"otherCpuSecondsPerRun"`
+	// Realtime: the realtime scenarios' own figures (deliveries, missed,
+	// cuts, memory per connection).
+	Realtime *rtResult `json:"realtime,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
+	Failed   string    `json:"failed,omitempty"`
 }
 
 func (r *result) flagged() bool { return r.Errors > 0 || r.Failed != "" || r.timedOut() }
@@ -417,6 +431,11 @@ func benchCluster(ctx context.Context, hc *http.Client, c *cluster, o *options, 
 			break
 		}
 		r := runScenario(ctx, e, s, logf)
+		if s.Realtime == nil {
+			for _, n := range c.nodes {
+				e.used[n] = true
+			}
+		}
 		out = append(out, r)
 		if r.Failed != "" {
 			logf("bench: [%d nodes] %s failed: %s", size, s.Name, r.Failed)
@@ -443,8 +462,22 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 		}
 	}
 	c.settle(ctx, e.hc)
+	runFn := func(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int) {
+		return runOnce(ctx, e, s, r.Clients, ops)
+	}
+	var rt *rtSession
+	if s.Realtime != nil {
+		// Connect the subscribers once: warm-up and runs write to them all.
+		var err error
+		if rt, err = startRealtime(ctx, e, s, logf); err != nil {
+			r.Failed = "subscribers: " + err.Error()
+			return r
+		}
+		defer rt.close(logf)
+		runFn = rt.run
+	}
 	if r.Warmup > 0 {
-		w, _, kinds, _ := runOnce(ctx, e, s, r.Clients, r.Warmup)
+		w, _, kinds, _ := runFn(ctx, r.Warmup)
 		if w.Errors > 0 {
 			logf("bench: [%d nodes] %s warm-up: %d errors %v", len(c.nodes), s.Name, w.Errors, kinds)
 		}
@@ -466,7 +499,7 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 	var all histogram
 	var rates []float64
 	for run := 1; run <= o.runs && ctx.Err() == nil; run++ {
-		rr, h, kinds, shed := runOnce(ctx, e, s, r.Clients, o.opsFor(s))
+		rr, h, kinds, shed := runFn(ctx, o.opsFor(s))
 		if ctx.Err() != nil {
 			break // interrupted: not a result
 		}
@@ -488,6 +521,9 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 		shedNote := ""
 		if s.ExpectShed {
 			shedNote = fmt.Sprintf(", %d shed (503)", rr.Shed)
+		}
+		if rt != nil {
+			shedNote = fmt.Sprintf(" (%d writes = %.0f/s, %d cuts)", rr.Writes, rr.WritesPerSec, rr.Cuts)
 		}
 		logf("bench: [%d nodes] %s run %d/%d: %d ops in %.2fs = %.0f ops/s, p50 %s p95 %s p99 %s, %d errors%s",
 			len(c.nodes), s.Name, run, o.runs, rr.Ops, rr.WallSeconds, rr.OpsPerSec,
@@ -547,6 +583,10 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 	r.P50Ms, r.P95Ms = ms(all.percentile(50)), ms(all.percentile(95))
 	r.P99Ms, r.P999Ms = ms(all.percentile(99)), ms(all.percentile(99.9))
 	r.MeanMs, r.MaxMs = ms(all.mean()), ms(all.max())
+	if rt != nil {
+		r.Realtime = rt.summary(r)
+		r.Notes = append(r.Notes, rt.notes...)
+	}
 	return r
 }
 
@@ -760,6 +800,7 @@ func printTable(w io.Writer, rep *report) {
 		}
 	}
 	_ = tw.Flush()
+	printRealtimeTable(w, rep)
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range notes {

@@ -35,6 +35,11 @@ type scenario struct {
 	// shedding load), counted as shed rather than as an error; the client
 	// waits the Retry-After before its next operation.
 	ExpectShed bool
+	// Realtime, when set, makes this a realtime scenario (see realtime.go):
+	// it has no Op; --subscribers WebSocket subscribers are connected once
+	// (after Prepare), an operation is one REST write they all receive,
+	// and the table's ops are deliveries.
+	Realtime *rtSpec
 }
 
 var scenarios = []scenario{
@@ -132,6 +137,36 @@ var scenarios = []scenario{
 		},
 		ExpectShed: true,
 	},
+	{
+		Name:       "RT1",
+		What:       "change-to-delivery latency: --subscribers subscribers of one path prefix on the leader; a writer creates --rate documents a second under it through the leader (ops = writes)",
+		Clients:    func(o *options) int { return o.subscribers },
+		DefaultOps: 150,
+		Target:     func(e *env) string { return "subscribers on leader " + e.c.leader.id },
+		Realtime:   &rtSpec{paced: true, cutsAreErrors: true},
+	},
+	{
+		Name:       "RT1F",
+		What:       "as RT1 with the subscribers on a follower (the writer still writes through the leader)",
+		Clients:    func(o *options) int { return o.subscribers },
+		DefaultOps: 150,
+		Target: func(e *env) string {
+			n := e.follower(0)
+			if n == e.c.leader {
+				return "subscribers on single node " + n.id
+			}
+			return "subscribers on follower " + n.id
+		},
+		Realtime: &rtSpec{onFollower: true, paced: true, cutsAreErrors: true},
+	},
+	{
+		Name:       "RT2",
+		What:       "deliveries per second: as RT1, but the writer writes back to back, as fast as one client can; cuts (4008) are counted, each cut subscriber resumes",
+		Clients:    func(o *options) int { return o.subscribers },
+		DefaultOps: 300,
+		Target:     func(e *env) string { return "subscribers on leader " + e.c.leader.id },
+		Realtime:   &rtSpec{},
+	},
 }
 
 func findScenario(name string) (*scenario, bool) {
@@ -157,6 +192,10 @@ type env struct {
 
 	accounts []benchAccount // registered by registerAccounts
 	accMu    sync.Mutex
+
+	// used marks nodes that served a scenario (or held realtime
+	// subscribers) before: their RSS holds freed memory new allocations reuse.
+	used map[*benchNode]bool
 }
 
 func newEnv(hc *http.Client, c *cluster, pr project, o *options) *env {
@@ -169,7 +208,7 @@ func newEnv(hc *http.Client, c *cluster, pr project, o *options) *env {
 		v = append(v, letters[r.IntN(len(letters))])
 	}
 	v = append(v, '"')
-	return &env{hc: hc, c: c, pr: pr, o: o, value: v}
+	return &env{hc: hc, c: c, pr: pr, o: o, value: v, used: map[*benchNode]bool{}}
 }
 
 // follower is the node client c talks to in follower scenarios.
@@ -256,6 +295,12 @@ func (e *env) post(ctx context.Context, n *benchNode, coll string) (uint64, erro
 	body = append(body, `","data":{"v":`...)
 	body = append(body, e.value...)
 	body = append(body, "}}"...)
+	return e.postBody(ctx, n, body)
+}
+
+// postBody sends body (a whole POST /api/db request) to n and returns
+// X-Revision.
+func (e *env) postBody(ctx context.Context, n *benchNode, body []byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.reqTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url+"/api/db", bytes.NewReader(body))

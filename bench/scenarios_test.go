@@ -13,22 +13,22 @@ import (
 )
 
 func TestScenarioTable(t *testing.T) {
-	o := &options{clients: 10}
+	o := &options{clients: 10, subscribers: 5}
 	seen := map[string]bool{}
 	for _, s := range scenarios {
 		if seen[s.Name] {
 			t.Errorf("scenario %s twice", s.Name)
 		}
 		seen[s.Name] = true
-		if s.What == "" || s.Clients == nil || s.Target == nil || s.Op == nil || s.DefaultOps < 1 || s.Clients(o) < 1 {
-			t.Errorf("scenario %s is incomplete", s.Name)
+		if s.What == "" || s.Clients == nil || s.Target == nil || (s.Op == nil) == (s.Realtime == nil) || s.DefaultOps < 1 || s.Clients(o) < 1 {
+			t.Errorf("scenario %s is incomplete (it needs either an Op or Realtime)", s.Name)
 		}
 		// Only the login flood tolerates load shedding: elsewhere a 503 is an error.
 		if s.ExpectShed != (s.Name == "A2") {
 			t.Errorf("scenario %s: ExpectShed = %v", s.Name, s.ExpectShed)
 		}
 	}
-	for _, name := range []string{"W1", "W2", "W3", "R1", "R2", "R3", "A1", "A2"} {
+	for _, name := range []string{"W1", "W2", "W3", "R1", "R2", "R3", "A1", "A2", "RT1", "RT1F", "RT2"} {
 		if !seen[name] {
 			t.Errorf("no scenario %s", name)
 		}
