@@ -28,7 +28,7 @@ type conn struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	out    chan []byte
+	out    *outQueue
 
 	mu        sync.Mutex
 	principal *auth.Principal
@@ -87,9 +87,7 @@ func (s *sub) deliver(m *changeMsg) {
 // enqueue queues a message without blocking; a full queue means the client
 // does not keep up, and it is cut off (it resumes with since).
 func (c *conn) enqueue(msg []byte) {
-	select {
-	case c.out <- msg:
-	default:
+	if !c.out.tryPush(msg) {
 		c.kill(closeSlowConsumer, "slow consumer: the client did not read fast enough; resume with since")
 	}
 }
@@ -97,15 +95,7 @@ func (c *conn) enqueue(msg []byte) {
 // send queues a message, waiting for room: for the subscriber's own snapshot
 // and replay, which must not be dropped and may wait for the writer.
 func (c *conn) send(ctx context.Context, msg []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	select {
-	case c.out <- msg:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.out.push(ctx, msg)
 }
 
 func (c *conn) sendError(id, code, msg string) {
@@ -122,6 +112,15 @@ func (c *conn) kill(code int, reason string) {
 		close(c.closing)
 		c.cancel()
 	})
+}
+
+func (c *conn) isClosing() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 func truncate(s string, n int) string {
@@ -146,11 +145,20 @@ func (c *conn) writeLoop() {
 		case <-c.closing:
 			c.flushAndClose(write)
 			return
-		case msg := <-c.out:
-			if err := write(msg, c.srv.cfg.WriteTimeout); err != nil {
-				c.kill(closeSlowConsumer, "write timed out")
-				_ = c.ws.CloseNow()
-				return
+		case <-c.out.ready:
+			for {
+				msg, ok := c.out.pop()
+				if !ok {
+					break
+				}
+				if err := write(msg, c.srv.cfg.WriteTimeout); err != nil {
+					c.kill(closeSlowConsumer, "write timed out")
+					_ = c.ws.CloseNow()
+					return
+				}
+				if c.isClosing() {
+					break
+				}
 			}
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.PingTimeout)
@@ -175,17 +183,15 @@ func (c *conn) flushAndClose(write func([]byte, time.Duration) error) {
 		if c.closeCode == closeSlowConsumer {
 			break // the peer is not reading: what is queued would not get through
 		}
-		select {
-		case msg := <-c.out:
-			left := time.Until(deadline)
-			if left <= 0 || write(msg, left) != nil {
-				_ = c.ws.CloseNow()
-				return
-			}
-			continue
-		default:
+		msg, ok := c.out.pop()
+		if !ok {
+			break
 		}
-		break
+		left := time.Until(deadline)
+		if left <= 0 || write(msg, left) != nil {
+			_ = c.ws.CloseNow()
+			return
+		}
 	}
 	// Close sends the code and waits (bounded by the library) for the peer's.
 	_ = c.ws.Close(websocket.StatusCode(c.closeCode), c.closeReason)

@@ -355,7 +355,7 @@ func (s *Server) run(ctx context.Context, ws *websocket.Conn, p *auth.Principal,
 	cctx, cancel := context.WithCancel(ctx)
 	sh := s.hub.shards[s.next.Add(1)%uint64(len(s.hub.shards))]
 	c := &conn{srv: s, ws: ws, shard: sh, token: token, pid: p.ProjectID, ctx: cctx, cancel: cancel,
-		out: make(chan []byte, s.cfg.QueueSize), principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
+		out: newOutQueue(s.cfg.QueueSize), principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
 	watches := []string{sessionWatch(auth.HashToken(token)), userWatch(p.ProjectID, p.UserID),
 		rulesWatch(p.ProjectID), notifyWatch(p.ProjectID, p.UserID)}
 	if err := sh.do(cctx, func() {

@@ -64,7 +64,7 @@ type Config struct {
 	MaxBackoff time.Duration
 
 	// EventBuffer is the capacity of each Subscription's Events channel
-	// (default 4096).
+	// (default 256; the channel is allocated up front, so keep it small with many subscriptions).
 	EventBuffer int
 	// NotificationBuffer is the capacity of the Notifications channel
 	// (default 256). Notifications that do not fit are dropped (and
@@ -100,7 +100,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.PingInterval = 30 * time.Second
 	}
 	if cfg.EventBuffer <= 0 {
-		cfg.EventBuffer = 4096
+		cfg.EventBuffer = 256
 	}
 	if cfg.NotificationBuffer <= 0 {
 		cfg.NotificationBuffer = 256
