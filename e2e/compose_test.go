@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/internal/rfc6238"
+	rtclient "github.com/edgebase/edgebase/realtime/client"
 )
 
 const (
@@ -212,6 +214,10 @@ func TestComposeCluster(t *testing.T) {
 	r, err = nodes["e1"].doJSON(http.MethodGet, "/api/db?collection="+url.QueryEscape("e2e/missing"), bearer(token), nil)
 	expect(t, "GET e2e/missing on e1", r, err, http.StatusNotFound)
 
+	// 3b. Live sync across real hosts: subscribers on a follower and on the
+	// edge container receive every write made through the leader, in order.
+	liveAcrossNodes(t, nodes, proj.ProjectID, proj.APIKey, token, leader, []string{followers[1], "e1"})
+
 	// 4. Stop the leader (SIGTERM, graceful). Within failoverLimit of the
 	// stop being issued a survivor must report a new leader and accept a write.
 	h := &harness{t: t, c: c, nodes: nodes, adminToken: adminToken, token: token, written: written}
@@ -255,6 +261,57 @@ func TestComposeCluster(t *testing.T) {
 	// restarted container need not get its old one) must rejoin: Raft keeps
 	// the advertised host name, not the IP it resolved to once.
 	h.addressChange(without(voters, third)[0])
+}
+
+// liveAcrossNodes subscribes through the realtime client on each of subs,
+// writes through the leader and requires every change, in write order.
+func liveAcrossNodes(t *testing.T, nodes map[string]*client, pid, key, token, leader string, subs []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	streams := map[string]*rtclient.Subscription{}
+	for _, n := range subs {
+		conn, err := rtclient.Dial(ctx, rtclient.Config{URL: nodes[n].base, Token: token, ProjectID: pid, APIKey: key})
+		if err != nil {
+			t.Fatalf("realtime dial %s: %v", n, err)
+		}
+		defer func() { _ = conn.Close() }()
+		sub, err := conn.Subscribe(ctx, "e2e-live", true)
+		if err != nil {
+			t.Fatalf("subscribe on %s: %v", n, err)
+		}
+		if len(sub.Documents()) != 0 {
+			t.Fatalf("snapshot on %s: %d documents, want none", n, len(sub.Documents()))
+		}
+		streams[n] = sub
+	}
+	type write struct {
+		coll string
+		rev  uint64
+	}
+	var writes []write
+	for i := 0; i < 40; i++ {
+		coll := fmt.Sprintf("e2e-live/d%02d", i)
+		r, err := nodes[leader].doJSON(http.MethodPost, "/api/db", bearer(token), map[string]any{"collection": coll, "data": map[string]any{"i": i}})
+		expect(t, "live write "+coll, r, err, http.StatusCreated)
+		d := checkDoc(t, "live write "+coll, r, coll, map[string]any{"i": i})
+		writes = append(writes, write{coll, d.Revision})
+	}
+	for n, sub := range streams {
+		for i, w := range writes {
+			select {
+			case ev, ok := <-sub.Events():
+				if !ok {
+					t.Fatalf("stream on %s ended after %d changes: %v", n, i, sub.Err())
+				}
+				if ev.Kind != rtclient.KindChange || ev.Collection != w.coll || ev.Revision != w.rev {
+					t.Fatalf("change %d on %s: %s %s at %d, want %s at %d", i, n, ev.Kind, ev.Collection, ev.Revision, w.coll, w.rev)
+				}
+			case <-ctx.Done():
+				t.Fatalf("stream on %s: only %d of %d changes arrived", n, i, len(writes))
+			}
+		}
+	}
 }
 
 // totpAcrossNodes checks that TOTP state is cluster state: codes come from
