@@ -443,7 +443,9 @@ Try:
   curl -s %s/api/auth -H 'Content-Type: application/json' \
     -H 'X-Project-Id: %s' -H 'X-API-Key: %s' \
     -d '{"action":"login","email":"%s","password":"%s"}'
+Watch documents change live (log in there as the owner, then write under notes/):
+  %s/_/live#project=%s&key=%s&path=notes&prefix=1
 `, base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, dp.AdminToken,
-			base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword)
+			base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, base, dp.ProjectID, dp.APIKey)
 	})
 }
