@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edgebase/edgebase/internal/streamcheck"
 	"github.com/edgebase/edgebase/node/nodetest"
 	"github.com/edgebase/edgebase/raftstore"
 	"github.com/edgebase/edgebase/realtime/client"
@@ -122,133 +122,7 @@ func rtRequest(ctx context.Context, base, method, path string, headers map[strin
 	return &rtResp{status: resp.StatusCode, hdr: resp.Header, body: b}, nil
 }
 
-func rtCompact(b []byte) string {
-	if len(b) == 0 || string(b) == "null" {
-		return ""
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return "!invalid:" + string(b)
-	}
-	return buf.String()
-}
-
 func rtStamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
-
-// ---- the ledger: what the writes' answers say was committed ----
-
-// rtEvent is one change: as acknowledged by a write, or as received.
-type rtEvent struct {
-	Rev        uint64
-	Coll       string
-	Type       string // client.TypeSet or client.TypeDelete
-	Data       string // compacted JSON; "" for a delete
-	UpdateTime string
-	// Marker, for writes of unknown outcome whose resulting document is
-	// not known exactly: a string the document's data must contain.
-	Marker string
-}
-
-func (e rtEvent) String() string {
-	return fmt.Sprintf("{rev %d %s %s %s}", e.Rev, e.Type, e.Coll, e.Data)
-}
-
-func rtKey(rev uint64, coll string) string { return strconv.FormatUint(rev, 10) + " " + coll }
-
-type rtLedger struct {
-	mu      sync.Mutex
-	acked   []rtEvent       // acknowledged writes
-	maybe   []rtEvent       // writes of unknown outcome (Rev 0)
-	txnRevs map[uint64]bool // revisions of multi-document transactions
-	paths   map[string]bool // every path written
-	nAcks   atomic.Int64    // acknowledged operations
-	max     uint64          // highest acknowledged revision
-	retries map[string]int  // why writes were retried
-	lastErr map[string]string
-}
-
-func newRTLedger() *rtLedger {
-	return &rtLedger{txnRevs: map[uint64]bool{}, paths: map[string]bool{}, retries: map[string]int{}, lastErr: map[string]string{}}
-}
-
-func (l *rtLedger) ack(txn bool, evs ...rtEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, e := range evs {
-		l.acked = append(l.acked, e)
-		l.paths[e.Coll] = true
-		l.max = max(l.max, e.Rev)
-		if txn {
-			l.txnRevs[e.Rev] = true
-		}
-	}
-	l.nAcks.Add(1)
-}
-
-func (l *rtLedger) unknown(why, detail string, evs ...rtEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, e := range evs {
-		l.maybe = append(l.maybe, e)
-		l.paths[e.Coll] = true
-	}
-	l.retries[why]++
-	l.lastErr[why] = detail
-}
-
-func (l *rtLedger) retried(why, detail string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.retries[why]++
-	l.lastErr[why] = detail
-}
-
-// expected is every acknowledged change above rev, in (revision, path) order.
-func (l *rtLedger) expected(above uint64) []rtEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []rtEvent
-	for _, e := range l.acked {
-		if e.Rev > above {
-			out = append(out, e)
-		}
-	}
-	rtSortEvents(out)
-	return out
-}
-
-func (l *rtLedger) summary() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := fmt.Sprintf("%d acknowledged operations (%d changes, %d transactions), %d changes of unknown outcome, max rev %d",
-		l.nAcks.Load(), len(l.acked), len(l.txnRevs), len(l.maybe), l.max)
-	for why, n := range l.retries {
-		s += fmt.Sprintf("; retried %dx after %s (last: %s)", n, why, l.lastErr[why])
-	}
-	return s
-}
-
-func (l *rtLedger) allPaths() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]string, 0, len(l.paths))
-	for p := range l.paths {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// rtSortEvents orders by revision, then path (the order of the changes of
-// one transaction is not specified).
-func rtSortEvents(evs []rtEvent) {
-	sort.SliceStable(evs, func(i, j int) bool {
-		if evs[i].Rev != evs[j].Rev {
-			return evs[i].Rev < evs[j].Rev
-		}
-		return evs[i].Coll < evs[j].Coll
-	})
-}
 
 // ---- writes ----
 
@@ -260,13 +134,13 @@ type rtWriter struct {
 	ctx    context.Context
 	pid    string
 	tok    string
-	l      *rtLedger
+	l      *streamcheck.Ledger
 	urls   []string
 	ids    []string
 	stores []*raftstore.Store
 }
 
-func (rc *rtCluster) writer(t *testing.T, ctx context.Context, l *rtLedger, via ...int) *rtWriter {
+func (rc *rtCluster) writer(t *testing.T, ctx context.Context, l *streamcheck.Ledger, via ...int) *rtWriter {
 	w := &rtWriter{t: t, ctx: ctx, pid: rc.p.ID, tok: rc.p.OwnerToken, l: l}
 	for _, i := range via {
 		m := rc.c.Nodes[i]
@@ -291,7 +165,7 @@ func rtAmbiguous(r *rtResp, err error) bool {
 
 // docEvent reads a write's answer: the document and its X-Revision, which
 // must agree.
-func (w *rtWriter) docEvent(r *rtResp, coll, what string) (rtEvent, bool) {
+func (w *rtWriter) docEvent(r *rtResp, coll, what string) (streamcheck.Event, bool) {
 	var d struct {
 		Collection string          `json:"collection"`
 		Data       json.RawMessage `json:"data"`
@@ -301,14 +175,14 @@ func (w *rtWriter) docEvent(r *rtResp, coll, what string) (rtEvent, bool) {
 	rev, perr := strconv.ParseUint(r.hdr.Get("X-Revision"), 10, 64)
 	if err := json.Unmarshal(r.body, &d); err != nil || perr != nil || rev == 0 || d.Revision != rev || d.Collection != coll || d.UpdateTime == "" {
 		w.t.Errorf("%s %s: X-Revision %q and answer %s disagree or are incomplete", what, coll, r.hdr.Get("X-Revision"), r)
-		return rtEvent{}, false
+		return streamcheck.Event{}, false
 	}
-	return rtEvent{Rev: rev, Coll: coll, Type: client.TypeSet, Data: rtCompact(d.Data), UpdateTime: d.UpdateTime}, true
+	return streamcheck.Event{Rev: rev, Coll: coll, Type: client.TypeSet, Data: streamcheck.Compact(d.Data), UpdateTime: d.UpdateTime}, true
 }
 
 // retry runs one write until it is acknowledged or refused: an answer that
 // may mean "applied" is recorded (unknown outcome) before the retry.
-func (w *rtWriter) retry(what, coll string, try func(attempt int) (*rtResp, rtEvent, error), done func(r *rtResp) bool) bool {
+func (w *rtWriter) retry(what, coll string, try func(attempt int) (*rtResp, streamcheck.Event, error), done func(r *rtResp) bool) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for attempt := 0; ; attempt++ {
 		r, maybe, err := try(attempt)
@@ -320,9 +194,9 @@ func (w *rtWriter) retry(what, coll string, try func(attempt int) (*rtResp, rtEv
 			if err == nil {
 				detail = r.String()
 			}
-			w.l.unknown(what+" unknown outcome", coll+": "+detail, maybe)
+			w.l.Unknown(what+" unknown outcome", coll+": "+detail, maybe)
 		case r.status == http.StatusConflict:
-			w.l.retried(what+" 409", coll+": "+r.String()) // not applied
+			w.l.Retried(what+" 409", coll+": "+r.String()) // not applied
 		default:
 			w.t.Errorf("%s %s: %s", what, coll, r)
 			return false
@@ -340,20 +214,20 @@ func (w *rtWriter) retry(what, coll string, try func(attempt int) (*rtResp, rtEv
 }
 
 // post creates or replaces coll with data plus the attempt number.
-func (w *rtWriter) post(node int, coll string, data map[string]any) (rtEvent, bool) {
-	var ev rtEvent
-	ok := w.retry("POST", coll, func(attempt int) (*rtResp, rtEvent, error) {
+func (w *rtWriter) post(node int, coll string, data map[string]any) (streamcheck.Event, bool) {
+	var ev streamcheck.Event
+	ok := w.retry("POST", coll, func(attempt int) (*rtResp, streamcheck.Event, error) {
 		d := map[string]any{"a": attempt}
 		for k, v := range data {
 			d[k] = v
 		}
 		b, _ := json.Marshal(d)
 		r, err := rtRequest(w.ctx, w.urls[node], http.MethodPost, "/api/db", w.hdr(), map[string]any{"collection": coll, "data": d})
-		return r, rtEvent{Coll: coll, Type: client.TypeSet, Data: string(b)}, err
+		return r, streamcheck.Event{Coll: coll, Type: client.TypeSet, Data: string(b)}, err
 	}, func(r *rtResp) bool {
 		var ok bool
 		if ev, ok = w.docEvent(r, coll, "POST"); ok {
-			w.l.ack(false, ev)
+			w.l.Ack(false, ev)
 		}
 		return ok
 	})
@@ -362,18 +236,18 @@ func (w *rtWriter) post(node int, coll string, data map[string]any) (rtEvent, bo
 
 // put sets field f of coll to a unique value.
 func (w *rtWriter) put(node int, coll, value string) bool {
-	return w.retry("PUT", coll, func(attempt int) (*rtResp, rtEvent, error) {
+	return w.retry("PUT", coll, func(attempt int) (*rtResp, streamcheck.Event, error) {
 		v := fmt.Sprintf("%s.%d", value, attempt)
 		r, err := rtRequest(w.ctx, w.urls[node], http.MethodPut, "/api/db?collection="+url.QueryEscape(coll), w.hdr(),
 			map[string]any{"oldKey": "f", "newKey": "f", "value": v, "type": "string"})
-		return r, rtEvent{Coll: coll, Type: client.TypeSet, Marker: `"f":"` + v + `"`}, err
+		return r, streamcheck.Event{Coll: coll, Type: client.TypeSet, Marker: `"f":"` + v + `"`}, err
 	}, func(r *rtResp) bool {
 		ev, ok := w.docEvent(r, coll, "PUT")
 		if ok {
 			if !strings.Contains(ev.Data, `"f":"`+value+".") {
 				w.t.Errorf("PUT %s: answered data %s without the new field", coll, ev.Data)
 			}
-			w.l.ack(false, ev)
+			w.l.Ack(false, ev)
 		}
 		return ok
 	})
@@ -383,7 +257,7 @@ func (w *rtWriter) put(node int, coll, value string) bool {
 // attempt deleted it.
 func (w *rtWriter) del(node int, coll string) bool {
 	unknownBefore := false
-	return w.retry("DELETE", coll, func(attempt int) (*rtResp, rtEvent, error) {
+	return w.retry("DELETE", coll, func(attempt int) (*rtResp, streamcheck.Event, error) {
 		r, err := rtRequest(w.ctx, w.urls[node], http.MethodDelete, "/api/db?collection="+url.QueryEscape(coll), w.hdr(), nil)
 		if err == nil && r.status == http.StatusNotFound && unknownBefore {
 			r = &rtResp{status: http.StatusOK, hdr: http.Header{"X-Already": {"1"}}}
@@ -391,7 +265,7 @@ func (w *rtWriter) del(node int, coll string) bool {
 		if rtAmbiguous(r, err) {
 			unknownBefore = true
 		}
-		return r, rtEvent{Coll: coll, Type: client.TypeDelete}, err
+		return r, streamcheck.Event{Coll: coll, Type: client.TypeDelete}, err
 	}, func(r *rtResp) bool {
 		if r.hdr.Get("X-Already") != "" {
 			return true
@@ -405,7 +279,7 @@ func (w *rtWriter) del(node int, coll string) bool {
 			w.t.Errorf("DELETE %s: X-Revision %q and answer %s disagree", coll, r.hdr.Get("X-Revision"), r)
 			return false
 		}
-		w.l.ack(false, rtEvent{Rev: rev, Coll: coll, Type: client.TypeDelete})
+		w.l.Ack(false, streamcheck.Event{Rev: rev, Coll: coll, Type: client.TypeDelete})
 		return true
 	})
 }
@@ -426,10 +300,10 @@ func (w *rtWriter) txn(node int, base string, n int) bool {
 	defer cancel()
 	res, err := w.stores[node].Txn(ctx, &raftstore.Txn{Time: time.Now().UnixNano(), Ops: ops})
 	if err != nil {
-		w.l.unknown("txn unknown outcome", base+": "+err.Error(),
-			rtEvent{Coll: a, Type: client.TypeSet, Marker: string(fv)},
-			rtEvent{Coll: b, Type: client.TypeSet, Marker: fmt.Sprintf(`"txn":%d`, n)},
-			rtEvent{Coll: cc, Type: client.TypeSet, Marker: fmt.Sprintf(`"txn":%d`, n)})
+		w.l.Unknown("txn unknown outcome", base+": "+err.Error(),
+			streamcheck.Event{Coll: a, Type: client.TypeSet, Marker: string(fv)},
+			streamcheck.Event{Coll: b, Type: client.TypeSet, Marker: fmt.Sprintf(`"txn":%d`, n)},
+			streamcheck.Event{Coll: cc, Type: client.TypeSet, Marker: fmt.Sprintf(`"txn":%d`, n)})
 		return false
 	}
 	if !res.OK() || len(res.Docs) != len(ops) {
@@ -440,19 +314,19 @@ func (w *rtWriter) txn(node int, base string, n int) bool {
 	for i, op := range ops {
 		last[op.Path] = res.Docs[i]
 	}
-	var evs []rtEvent
+	var evs []streamcheck.Event
 	for _, p := range []string{a, b, cc} {
 		d := last[full(p)]
 		if d == nil || d.Revision != res.Revision {
 			w.t.Errorf("txn %s: document %s after the commit: %+v (revision %d)", base, p, d, res.Revision)
 			return false
 		}
-		evs = append(evs, rtEvent{Rev: res.Revision, Coll: p, Type: client.TypeSet, Data: rtCompact(d.Data), UpdateTime: rtStamp(d.UpdateTime)})
+		evs = append(evs, streamcheck.Event{Rev: res.Revision, Coll: p, Type: client.TypeSet, Data: streamcheck.Compact(d.Data), UpdateTime: rtStamp(d.UpdateTime)})
 	}
 	if !strings.Contains(evs[0].Data, string(fv)) {
 		w.t.Errorf("txn %s: final state of %s is %s, lacks the second change", base, a, evs[0].Data)
 	}
-	w.l.ack(true, evs...)
+	w.l.Ack(true, evs...)
 	return true
 }
 
@@ -527,23 +401,6 @@ func (w *rtWriter) fence(t *testing.T, prefix, name string) uint64 {
 
 // ---- subscribers ----
 
-type rtCollector struct {
-	name   string
-	conn   *client.Conn
-	sub    *client.Subscription
-	start  uint64 // the snapshot's revision, or since
-	docs   []client.Document
-	closed chan struct{} // Events closed
-
-	mu      sync.Mutex
-	events  []rtEvent
-	other   []string // events other than changes (kind revision)
-	last    uint64
-	wake    chan struct{}
-	endErr  error
-	endTime time.Time
-}
-
 func rtConfig(rc *rtCluster, base, tok string, reconnect bool) client.Config {
 	return client.Config{URL: base, Token: tok, ProjectID: rc.p.ID, APIKey: rc.p.APIKey, Reconnect: reconnect,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
@@ -563,6 +420,12 @@ func rtDial(t *testing.T, name string, cfg client.Config, prefix string, opts ..
 	return rtSubscribe(t, name, conn, prefix, opts...)
 }
 
+// rtCollector is a subscription's collector and the connection it runs on.
+type rtCollector struct {
+	*streamcheck.Collector
+	conn *client.Conn
+}
+
 func rtSubscribe(t *testing.T, name string, conn *client.Conn, prefix string, opts ...client.SubOption) *rtCollector {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -571,176 +434,12 @@ func rtSubscribe(t *testing.T, name string, conn *client.Conn, prefix string, op
 	if err != nil {
 		t.Fatalf("%s: subscribe %s: %v", name, prefix, err)
 	}
-	col := &rtCollector{name: name, conn: conn, sub: sub, docs: sub.Documents(), closed: make(chan struct{}), wake: make(chan struct{})}
-	// Exact only while no change of prefix is in flight (callers subscribe
-	// snapshot collectors before their writes start).
-	col.start = sub.Revision()
-	go col.run()
-	return col
-}
-
-func (col *rtCollector) run() {
-	defer close(col.closed)
-	for ev := range col.sub.Events() {
-		col.mu.Lock()
-		if ev.Kind == client.KindChange {
-			col.events = append(col.events, rtEvent{Rev: ev.Revision, Coll: ev.Collection, Type: ev.Type, Data: rtCompact(ev.Data), UpdateTime: ev.UpdateTime})
-			col.last = ev.Revision
-		} else {
-			col.other = append(col.other, fmt.Sprintf("%s %d", ev.Kind, ev.Revision))
-		}
-		close(col.wake)
-		col.wake = make(chan struct{})
-		col.mu.Unlock()
-	}
-	col.mu.Lock()
-	col.endErr, col.endTime = col.sub.Err(), time.Now()
-	close(col.wake)
-	col.wake = make(chan struct{})
-	col.mu.Unlock()
-}
-
-// waitFor waits until cond holds on the collector's state (checked at every
-// event) or the deadline.
-func (col *rtCollector) waitFor(t *testing.T, what string, total time.Duration, cond func(col *rtCollector) bool) {
-	t.Helper()
-	deadline := time.NewTimer(total)
-	defer deadline.Stop()
-	for {
-		col.mu.Lock()
-		ok := cond(col)
-		wake := col.wake
-		n, last := len(col.events), col.last
-		col.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-wake:
-		case <-deadline.C:
-			t.Fatalf("%s: %s not reached within %v (%d changes received, last revision %d, ended: %v)", col.name, what, total, n, last, col.sub.Err())
-		}
-	}
-}
-
-func (col *rtCollector) waitRev(t *testing.T, rev uint64) {
-	t.Helper()
-	col.waitFor(t, fmt.Sprintf("revision %d", rev), rtWait, func(col *rtCollector) bool { return col.last >= rev })
-}
-
-func (col *rtCollector) waitCount(t *testing.T, n int) {
-	t.Helper()
-	col.waitFor(t, fmt.Sprintf("%d changes", n), rtWait, func(col *rtCollector) bool { return len(col.events) >= n })
-}
-
-func (col *rtCollector) snapshot() ([]rtEvent, []string) {
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	return slices.Clone(col.events), slices.Clone(col.other)
+	// Start is exact only while no change of prefix is in flight (callers
+	// subscribe snapshot collectors before their writes start).
+	return &rtCollector{Collector: streamcheck.NewCollector(name, sub), conn: conn}
 }
 
 // ---- checks ----
-
-// rtReporter is the part of testing.T the checks use.
-type rtReporter interface {
-	Helper()
-	Errorf(format string, args ...any)
-}
-
-// rtCheckStream compares what a subscriber received after revision above
-// with the acknowledged writes: revisions never go down, a revision repeats
-// only within one transaction and never for the same document, every
-// acknowledged change is there exactly once with its data and update time,
-// and anything else is the one possible landing of a write whose outcome
-// the writer could not know.
-func rtCheckStream(t rtReporter, name string, got []rtEvent, above uint64, l *rtLedger) {
-	t.Helper()
-	want := l.expected(above)
-	l.mu.Lock()
-	maybe := slices.Clone(l.maybe)
-	txnRevs := l.txnRevs
-	l.mu.Unlock()
-	wantRevs := map[uint64]bool{}
-	for _, e := range want {
-		wantRevs[e.Rev] = true
-	}
-	errs := 0
-	report := func(format string, args ...any) {
-		if errs++; errs <= 12 {
-			t.Errorf("%s: "+format, append([]any{name}, args...)...)
-		}
-	}
-	var prev rtEvent
-	inRev := map[string]bool{}
-	var core []rtEvent
-	for i, e := range got {
-		if e.Rev <= above {
-			report("change %d %v at or below the starting revision %d", i, e, above)
-		}
-		if i > 0 && e.Rev < prev.Rev {
-			report("change %d %v after %v: revision went down", i, e, prev)
-		}
-		if i == 0 || e.Rev != prev.Rev {
-			clear(inRev)
-		} else if !txnRevs[e.Rev] && !strings.Contains(e.Coll, "/txn") {
-			report("change %d %v shares revision %d with %v, which is no transaction of several documents", i, e, e.Rev, prev)
-		}
-		if inRev[e.Coll] {
-			report("change %d %v: document changed twice at one revision (duplicate)", i, e)
-		}
-		inRev[e.Coll] = true
-		prev = e
-		if wantRevs[e.Rev] {
-			core = append(core, e)
-			continue
-		}
-		matched := -1
-		for k, m := range maybe {
-			if m.Coll == e.Coll && m.Type == e.Type && (m.Data == "" || m.Data == e.Data) && (m.Marker == "" || strings.Contains(e.Data, m.Marker)) {
-				matched = k
-				break
-			}
-		}
-		if matched < 0 {
-			report("change %d %v matches no acknowledged write and no write of unknown outcome", i, e)
-			continue
-		}
-		maybe = slices.Delete(maybe, matched, matched+1)
-	}
-	rtSortEvents(core)
-	have := map[string]int{}
-	for _, e := range core {
-		have[rtKey(e.Rev, e.Coll)]++
-	}
-	for k, n := range have {
-		if n > 1 {
-			report("change %s received %d times", k, n)
-		}
-	}
-	wantIdx := map[string]rtEvent{}
-	for _, e := range want {
-		wantIdx[rtKey(e.Rev, e.Coll)] = e
-		if have[rtKey(e.Rev, e.Coll)] == 0 {
-			report("acknowledged change %v never received (gap)", e)
-		}
-	}
-	for _, e := range core {
-		w, ok := wantIdx[rtKey(e.Rev, e.Coll)]
-		if !ok {
-			report("change %v at the revision of an acknowledged write, but not that write", e)
-			continue
-		}
-		if e.Type != w.Type || e.Data != w.Data || (w.Type == client.TypeSet && e.UpdateTime != w.UpdateTime) {
-			report("change %v (updateTime %q) differs from the acknowledged write %v (updateTime %q)", e, e.UpdateTime, w, w.UpdateTime)
-		}
-	}
-	if errs > 12 {
-		t.Errorf("%s: ... %d problems in all", name, errs)
-	}
-	if errs == 0 && len(core) != len(want) {
-		t.Errorf("%s: %d changes matched %d acknowledged ones", name, len(core), len(want))
-	}
-}
 
 type rtDoc struct {
 	Data string
@@ -748,10 +447,10 @@ type rtDoc struct {
 }
 
 // rtState applies received changes to a snapshot.
-func rtState(docs []client.Document, evs []rtEvent) map[string]rtDoc {
+func rtState(docs []client.Document, evs []streamcheck.Event) map[string]rtDoc {
 	st := map[string]rtDoc{}
 	for _, d := range docs {
-		st[d.Collection] = rtDoc{Data: rtCompact(d.Data), Rev: d.Revision}
+		st[d.Collection] = rtDoc{Data: streamcheck.Compact(d.Data), Rev: d.Revision}
 	}
 	for _, e := range evs {
 		if e.Type == client.TypeDelete {
@@ -766,14 +465,14 @@ func rtState(docs []client.Document, evs []rtEvent) map[string]rtDoc {
 // rtTruth reads every path ever written under prefix through node i (strong
 // GETs), and the listing of prefix's direct children, which must name no
 // document the ledger does not know.
-func (rc *rtCluster) rtTruth(t *testing.T, i int, prefix string, l *rtLedger) map[string]rtDoc {
+func (rc *rtCluster) rtTruth(t *testing.T, i int, prefix string, l *streamcheck.Ledger) map[string]rtDoc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rtWait)
 	defer cancel()
 	base := rc.c.Nodes[i].URL()
 	h := map[string]string{"Authorization": "Bearer " + rc.p.OwnerToken}
 	paths := map[string]bool{}
-	for _, p := range l.allPaths() {
+	for _, p := range l.Paths() {
 		paths[p] = true
 	}
 	truth := map[string]rtDoc{}
@@ -792,7 +491,7 @@ func (rc *rtCluster) rtTruth(t *testing.T, i int, prefix string, l *rtLedger) ma
 			if err := json.Unmarshal(r.body, &d); err != nil {
 				t.Fatalf("GET %s: %s", p, r)
 			}
-			truth[p] = rtDoc{Data: rtCompact(d.Data), Rev: d.Revision}
+			truth[p] = rtDoc{Data: streamcheck.Compact(d.Data), Rev: d.Revision}
 		default:
 			t.Fatalf("GET %s on %s: %s", p, rc.c.Nodes[i].ID, r)
 		}
@@ -819,7 +518,7 @@ func (rc *rtCluster) rtTruth(t *testing.T, i int, prefix string, l *rtLedger) ma
 			t.Fatalf("list %s: %s", prefix, r)
 		}
 		for _, d := range out.Documents {
-			if got, ok := truth[d.Collection]; !ok || got.Rev != d.Revision || got.Data != rtCompact(d.Data) {
+			if got, ok := truth[d.Collection]; !ok || got.Rev != d.Revision || got.Data != streamcheck.Compact(d.Data) {
 				t.Errorf("listing of %s shows %s rev %d %s; GETs gave %+v (known: %v)", prefix, d.Collection, d.Revision, d.Data, got, ok)
 			}
 		}
@@ -831,7 +530,7 @@ func (rc *rtCluster) rtTruth(t *testing.T, i int, prefix string, l *rtLedger) ma
 }
 
 // rtCheckState compares the state implied by snapshot + changes with REST.
-func rtCheckState(t rtReporter, name string, state, truth map[string]rtDoc) {
+func rtCheckState(t streamcheck.Reporter, name string, state, truth map[string]rtDoc) {
 	t.Helper()
 	n := 0
 	for p, w := range truth {
@@ -857,7 +556,7 @@ func rtCheckState(t rtReporter, name string, state, truth map[string]rtDoc) {
 // what a new subscription resumed with since = the last revision it saw
 // minus one returned: the changes of that last revision it already has are
 // dropped (the protocol's rule), nothing at or below since may come back.
-func rtMerge(t rtReporter, name string, before, after []rtEvent, since uint64) []rtEvent {
+func rtMerge(t streamcheck.Reporter, name string, before, after []streamcheck.Event, since uint64) []streamcheck.Event {
 	t.Helper()
 	out := slices.Clone(before)
 	last := uint64(0)
@@ -890,21 +589,21 @@ func testRTStream(t *testing.T, rc *rtCluster) {
 	leader, voters := rc.roles(t)
 	sf, wf := voters[0], voters[1]
 	const prefix = "rta"
-	l := newRTLedger()
+	l := streamcheck.NewLedger()
 	w := rc.writer(t, ctx, l, leader, wf)
 	// Seed documents, so that the snapshots are not empty and the stream
 	// updates and deletes documents the subscribers got in their snapshot.
 	for i := 0; i < 40; i++ {
 		w.post(i%2, fmt.Sprintf("%s/seed-%02d", prefix, i), map[string]any{"seed": i})
 	}
-	seedMax := l.max
+	seedMax := l.Max()
 	subs := []*rtCollector{
 		rtDial(t, "follower "+rc.c.Nodes[sf].ID, rtConfig(rc, rc.c.Nodes[sf].URL(), rc.p.OwnerToken, true), prefix),
 		rtDial(t, "edge "+rc.c.Nodes[rc.edge].ID, rtConfig(rc, rc.c.Nodes[rc.edge].URL(), rc.p.OwnerToken, true), prefix),
 	}
 	for _, s := range subs {
-		if len(s.docs) != 40 || s.start < seedMax {
-			t.Fatalf("%s: snapshot of %d documents at revision %d, want the 40 seeds (last at %d)", s.name, len(s.docs), s.start, seedMax)
+		if len(s.Docs) != 40 || s.Start < seedMax {
+			t.Fatalf("%s: snapshot of %d documents at revision %d, want the 40 seeds (last at %d)", s.Name, len(s.Docs), s.Start, seedMax)
 		}
 	}
 	// A stream of 500 operations: 4 goroutines, through the leader and the
@@ -924,23 +623,23 @@ func testRTStream(t *testing.T, rc *rtCluster) {
 	wl.start()
 	wl.wait()
 	fence := w.fence(t, prefix, "a")
-	t.Logf("%s in %v", l.summary(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s in %v", l.Summary(), time.Since(start).Round(time.Millisecond))
 	for _, s := range subs {
-		s.waitRev(t, fence)
+		s.WaitRev(t, fence, rtWait)
 	}
 	t.Logf("every subscriber had the fence (rev %d) %v after the writes started", fence, time.Since(start).Round(time.Millisecond))
 	truth := rc.rtTruth(t, leader, prefix, l)
 	for _, s := range subs {
-		got, other := s.snapshot()
+		got, other := s.Snapshot()
 		if len(other) > 0 {
-			t.Errorf("%s: unexpected events %v (the connection was never cut)", s.name, other)
+			t.Errorf("%s: unexpected events %v (the connection was never cut)", s.Name, other)
 		}
-		rtCheckStream(t, s.name, got, s.start, l)
-		rtCheckState(t, s.name, rtState(s.docs, got), truth)
+		streamcheck.Check(t, s.Name, got, s.Start, l)
+		rtCheckState(t, s.Name, rtState(s.Docs, got), truth)
 		if s.conn.Reconnects() != 0 {
-			t.Errorf("%s: %d reconnects", s.name, s.conn.Reconnects())
+			t.Errorf("%s: %d reconnects", s.Name, s.conn.Reconnects())
 		}
-		t.Logf("%s: snapshot of %d documents at %d, then %d changes up to %d", s.name, len(s.docs), s.start, len(got), s.last)
+		t.Logf("%s: snapshot of %d documents at %d, then %d changes up to %d", s.Name, len(s.Docs), s.Start, len(got), s.Last())
 	}
 }
 
@@ -1147,7 +846,7 @@ func testRTProxyCuts(t *testing.T, rc *rtCluster) {
 	leader, voters := rc.roles(t)
 	sf, wf := voters[0], voters[1]
 	const prefix = "rtb"
-	l := newRTLedger()
+	l := streamcheck.NewLedger()
 	w := rc.writer(t, ctx, l, leader, wf)
 	pxF := rtStartProxy(t, rc.c.Nodes[sf].HTTPAddr)
 	pxE := rtStartProxy(t, rc.c.Nodes[rc.edge].HTTPAddr)
@@ -1172,37 +871,34 @@ func testRTProxyCuts(t *testing.T, rc *rtCluster) {
 	wl.start()
 	for k, px := range pxs {
 		s := subs[k]
-		rtWaitCond(t, s.name+" cut in a transaction", rtWait, func() error {
+		rtWaitCond(t, s.Name+" cut in a transaction", rtWait, func() error {
 			if cuts, _, _ := px.state(); cuts < 1 {
 				return errors.New("no transaction change passed yet")
 			}
 			return nil
 		})
-		rtWaitCond(t, s.name+" reconnect 1", rtWait, func() error {
+		rtWaitCond(t, s.Name+" reconnect 1", rtWait, func() error {
 			if n := s.conn.Reconnects(); n < 1 {
 				return fmt.Errorf("%d reconnects", n)
 			}
 			return nil
 		})
 		_, _, msg := px.state()
-		t.Logf("%s: cut after %s", s.name, msg)
+		t.Logf("%s: cut after %s", s.Name, msg)
 	}
 	// Second cut: wherever the stream is, once 60 more changes arrived.
 	for k, px := range pxs {
 		s := subs[k]
-		s.mu.Lock()
-		n := len(s.events)
-		s.mu.Unlock()
-		s.waitCount(t, n+60)
+		s.WaitCount(t, s.Count()+60, rtWait)
 		if px.cutAll() == 0 {
-			t.Fatalf("%s: no connection to cut", s.name)
+			t.Fatalf("%s: no connection to cut", s.Name)
 		}
 	}
 	// Third cut: as soon as the client has reconnected, most likely while
 	// the server replays the change log for it.
 	for k, px := range pxs {
 		s := subs[k]
-		rtWaitCond(t, s.name+" reconnect 2", rtWait, func() error {
+		rtWaitCond(t, s.Name+" reconnect 2", rtWait, func() error {
 			if n := s.conn.Reconnects(); n < 2 {
 				return fmt.Errorf("%d reconnects", n)
 			}
@@ -1210,9 +906,9 @@ func testRTProxyCuts(t *testing.T, rc *rtCluster) {
 		})
 		px.cutAll()
 	}
-	acks := l.nAcks.Load()
+	acks := l.Acks()
 	rtWaitCond(t, "100 more writes", rtWait, func() error {
-		if n := l.nAcks.Load(); n < acks+100 {
+		if n := l.Acks(); n < acks+100 {
 			return fmt.Errorf("%d", n-acks)
 		}
 		return nil
@@ -1220,19 +916,19 @@ func testRTProxyCuts(t *testing.T, rc *rtCluster) {
 	wl.stop.Store(true)
 	wl.wait()
 	fence := w.fence(t, prefix, "b")
-	t.Logf("%s in %v", l.summary(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s in %v", l.Summary(), time.Since(start).Round(time.Millisecond))
 	for _, s := range subs {
-		s.waitRev(t, fence)
+		s.WaitRev(t, fence, rtWait)
 		// The fence may have come in the last replay, before its resumed.
-		s.waitFor(t, "a resumed event last", rtWait, func(col *rtCollector) bool {
-			return len(col.other) > 0 && strings.HasPrefix(col.other[len(col.other)-1], client.KindResumed+" ")
+		s.WaitFor(t, "a resumed event last", rtWait, func(_ []streamcheck.Event, other []string) bool {
+			return len(other) > 0 && strings.HasPrefix(other[len(other)-1], client.KindResumed+" ")
 		})
 	}
 	truth := rc.rtTruth(t, leader, prefix, l)
 	for k, s := range subs {
-		got, other := s.snapshot()
-		rtCheckStream(t, s.name, got, s.start, l)
-		rtCheckState(t, s.name, rtState(s.docs, got), truth)
+		got, other := s.Snapshot()
+		streamcheck.Check(t, s.Name, got, s.Start, l)
+		rtCheckState(t, s.Name, rtState(s.Docs, got), truth)
 		cuts, accepted, _ := pxs[k].state()
 		// Every reconnect resumes; a session cut before the server's
 		// resumed answer (the third cut may be) shows no resumed event.
@@ -1241,17 +937,17 @@ func testRTProxyCuts(t *testing.T, rc *rtCluster) {
 			if strings.HasPrefix(o, client.KindResumed+" ") {
 				resumed++
 			} else {
-				t.Errorf("%s: unexpected event %s", s.name, o)
+				t.Errorf("%s: unexpected event %s", s.Name, o)
 			}
 		}
 		if cuts != 3 || s.conn.Reconnects() != 3 || resumed < 1 || resumed > 3 || accepted != 4 {
 			t.Errorf("%s: %d cuts, %d reconnects, %d resumed events, %d connections through the proxy; want 3, 3, 1..3, 4",
-				s.name, cuts, s.conn.Reconnects(), resumed, accepted)
+				s.Name, cuts, s.conn.Reconnects(), resumed, accepted)
 		}
 		if len(other) > 0 && !strings.HasPrefix(other[len(other)-1], client.KindResumed+" ") {
-			t.Errorf("%s: the last session did not resume: %v", s.name, other)
+			t.Errorf("%s: the last session did not resume: %v", s.Name, other)
 		}
-		t.Logf("%s: %d changes up to %d across %d reconnects", s.name, len(got), s.last, s.conn.Reconnects())
+		t.Logf("%s: %d changes up to %d across %d reconnects", s.Name, len(got), s.Last(), s.conn.Reconnects())
 	}
 }
 
@@ -1263,7 +959,7 @@ func testRTKilledNode(t *testing.T, rc *rtCluster) {
 	leader, voters := rc.roles(t)
 	victim, other := voters[0], voters[1]
 	const prefix = "rtc"
-	l := newRTLedger()
+	l := streamcheck.NewLedger()
 	w := rc.writer(t, ctx, l, leader, other)
 	for i := 0; i < 20; i++ {
 		w.post(i%2, fmt.Sprintf("%s/seed-%02d", prefix, i), map[string]any{"seed": i})
@@ -1275,18 +971,19 @@ func testRTKilledNode(t *testing.T, rc *rtCluster) {
 	start := time.Now()
 	wl := &rtWorkload{w: w, prefix: prefix, writers: 4, ops: 100, txnEvery: 10}
 	wl.start()
-	a.waitCount(t, 120)
+	a.WaitCount(t, 120, rtWait)
 	killAt := time.Now()
 	rc.c.Kill(victim)
 	select {
-	case <-a.closed:
+	case <-a.Closed():
 	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: Events still open 20s after its node was killed", a.name)
+		t.Fatalf("%s: Events still open 20s after its node was killed", a.Name)
 	}
-	before, _ := a.snapshot()
+	before, _ := a.Snapshot()
 	last := before[len(before)-1].Rev
+	endTime, endErr := a.End()
 	t.Logf("killed %s %v after the writes started; its subscriber ended %v later with %d changes up to %d (%v)",
-		rc.c.Nodes[victim].ID, killAt.Sub(start).Round(time.Millisecond), a.endTime.Sub(killAt).Round(time.Millisecond), len(before), last, a.endErr)
+		rc.c.Nodes[victim].ID, killAt.Sub(start).Round(time.Millisecond), endTime.Sub(killAt).Round(time.Millisecond), len(before), last, endErr)
 	if wl.started.Load() >= int64(wl.writers*wl.ops) {
 		t.Logf("note: the workload was already complete when the node died")
 	}
@@ -1299,33 +996,33 @@ func testRTKilledNode(t *testing.T, rc *rtCluster) {
 	}
 	wl.wait()
 	fence := w.fence(t, prefix, "c")
-	t.Logf("%s in %v", l.summary(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s in %v", l.Summary(), time.Since(start).Round(time.Millisecond))
 	for _, s := range resumed {
-		s.waitRev(t, fence)
+		s.WaitRev(t, fence, rtWait)
 	}
 	truth := rc.rtTruth(t, leader, prefix, l)
 	for _, s := range resumed {
-		after, other := s.snapshot()
+		after, other := s.Snapshot()
 		if len(other) > 0 {
-			t.Errorf("%s: unexpected events %v", s.name, other)
+			t.Errorf("%s: unexpected events %v", s.Name, other)
 		}
-		merged := rtMerge(t, s.name, before, after, since)
-		rtCheckStream(t, a.name+" then "+s.name, merged, a.start, l)
-		rtCheckState(t, a.name+" then "+s.name, rtState(a.docs, merged), truth)
-		t.Logf("%s: %d changes after since %d", s.name, len(after), since)
+		merged := rtMerge(t, s.Name, before, after, since)
+		streamcheck.Check(t, a.Name+" then "+s.Name, merged, a.Start, l)
+		rtCheckState(t, a.Name+" then "+s.Name, rtState(a.Docs, merged), truth)
+		t.Logf("%s: %d changes after since %d", s.Name, len(after), since)
 	}
 	rc.c.StartMember(victim)
 	rc.c.WaitReady(victim, 30*time.Second)
-	back.waitRev(t, fence)
+	back.WaitRev(t, fence, rtWait)
 	// The fence may have come in the replay, before the resumed answer.
-	back.waitFor(t, "the resumed event", rtWait, func(col *rtCollector) bool { return len(col.other) > 0 })
-	got, kinds := back.snapshot()
-	rtCheckStream(t, back.name, got, back.start, l)
-	rtCheckState(t, back.name, rtState(back.docs, got), truth)
+	back.WaitFor(t, "the resumed event", rtWait, func(_ []streamcheck.Event, other []string) bool { return len(other) > 0 })
+	got, kinds := back.Snapshot()
+	streamcheck.Check(t, back.Name, got, back.Start, l)
+	rtCheckState(t, back.Name, rtState(back.Docs, got), truth)
 	if back.conn.Reconnects() != 1 || len(kinds) != 1 || !strings.HasPrefix(kinds[0], client.KindResumed+" ") {
-		t.Errorf("%s: %d reconnects, events %v; want one reconnect and one resumed", back.name, back.conn.Reconnects(), kinds)
+		t.Errorf("%s: %d reconnects, events %v; want one reconnect and one resumed", back.Name, back.conn.Reconnects(), kinds)
 	}
-	t.Logf("%s: resumed on the restarted node; %d changes up to %d", back.name, len(got), back.last)
+	t.Logf("%s: resumed on the restarted node; %d changes up to %d", back.Name, len(got), back.Last())
 }
 
 // ---- d. access: another user's paths, and a logout ----
@@ -1392,12 +1089,12 @@ func testRTAccess(t *testing.T, rc *rtCluster) {
 			subs = bobSubs
 		}
 		for _, s := range subs {
-			s.waitRev(t, d.Revision)
+			s.WaitRev(t, d.Revision, rtWait)
 		}
 	}
 	for _, s := range bobSubs {
-		if got, _ := s.snapshot(); len(got) != 1 || strings.Contains(got[0].Coll, alice.ID) {
-			t.Errorf("%s received %v", s.name, got)
+		if got, _ := s.Snapshot(); len(got) != 1 || strings.Contains(got[0].Coll, alice.ID) {
+			t.Errorf("%s received %v", s.Name, got)
 		}
 	}
 
@@ -1412,26 +1109,26 @@ func testRTAccess(t *testing.T, rc *rtCluster) {
 		select {
 		case <-s.conn.Done():
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: still open 10s after the logout", s.name)
+			t.Fatalf("%s: still open 10s after the logout", s.Name)
 		}
 		took := time.Since(loggedOut)
 		err := s.conn.Err()
 		var e *client.Error
 		if websocket.CloseStatus(err) != 4001 || !errors.As(err, &e) || e.Code != "session_ended" {
-			t.Errorf("%s ended with %v (close status %d); want session_ended and 4001", s.name, err, websocket.CloseStatus(err))
+			t.Errorf("%s ended with %v (close status %d); want session_ended and 4001", s.Name, err, websocket.CloseStatus(err))
 		}
 		select {
-		case <-s.closed:
+		case <-s.Closed():
 		case <-time.After(5 * time.Second):
-			t.Errorf("%s: Events not closed after the connection ended", s.name)
+			t.Errorf("%s: Events not closed after the connection ended", s.Name)
 		}
 		if s.conn.Reconnects() != 0 {
-			t.Errorf("%s: reconnected %d times after 4001", s.name, s.conn.Reconnects())
+			t.Errorf("%s: reconnected %d times after 4001", s.Name, s.conn.Reconnects())
 		}
 		if took > 5*time.Second {
-			t.Errorf("%s: closed %v after the logout", s.name, took)
+			t.Errorf("%s: closed %v after the logout", s.Name, took)
 		}
-		t.Logf("%s: closed %v after the logout: %v", s.name, took.Round(time.Millisecond), err)
+		t.Logf("%s: closed %v after the logout: %v", s.Name, took.Round(time.Millisecond), err)
 	}
 	// The token is refused at the upgrade now, on both; Bob is unaffected.
 	for k, i := range nodes {
@@ -1442,7 +1139,7 @@ func testRTAccess(t *testing.T, rc *rtCluster) {
 			t.Errorf("dial %s with the logged-out token: %v; want 401 invalid_token", rc.c.Nodes[i].ID, err)
 		}
 		if err := bobSubs[k].conn.Ping(ctx); err != nil {
-			t.Errorf("%s: ping after alice's logout: %v", bobSubs[k].name, err)
+			t.Errorf("%s: ping after alice's logout: %v", bobSubs[k].Name, err)
 		}
 		cancel()
 	}
@@ -1456,7 +1153,7 @@ func testRTRestartedFollower(t *testing.T, rc *rtCluster) {
 	leader, voters := rc.roles(t)
 	victim, other := voters[1], voters[0]
 	const prefix = "rte"
-	l := newRTLedger()
+	l := streamcheck.NewLedger()
 	w := rc.writer(t, ctx, l, leader, other)
 	first, ok := w.post(0, prefix+"/before-0", map[string]any{"before": 0})
 	if !ok {
@@ -1476,7 +1173,7 @@ func testRTRestartedFollower(t *testing.T, rc *rtCluster) {
 	down := &rtWorkload{w: w, prefix: prefix + "/down", writers: 4, ops: 50, txnEvery: 10}
 	down.start()
 	down.wait()
-	t.Logf("while %s was down: %s in %v", rc.c.Nodes[victim].ID, l.summary(), time.Since(start).Round(time.Millisecond))
+	t.Logf("while %s was down: %s in %v", rc.c.Nodes[victim].ID, l.Summary(), time.Since(start).Round(time.Millisecond))
 
 	rc.c.StartMember(victim)
 	restarted := time.Now()
@@ -1503,29 +1200,29 @@ func testRTRestartedFollower(t *testing.T, rc *rtCluster) {
 	resumed := rtDial(t, "since on restarted "+rc.c.Nodes[victim].ID, rtConfig(rc, vurl, rc.p.OwnerToken, true), prefix, client.Since(since))
 	up.wait()
 	fence := w.fence(t, prefix, "e")
-	t.Logf("%s in %v", l.summary(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s in %v", l.Summary(), time.Since(start).Round(time.Millisecond))
 	for _, s := range []*rtCollector{snap, resumed} {
-		s.waitRev(t, fence)
+		s.WaitRev(t, fence, rtWait)
 	}
 	truth := rc.rtTruth(t, leader, prefix, l)
 	for _, s := range []*rtCollector{snap, resumed} {
-		got, other := s.snapshot()
+		got, other := s.Snapshot()
 		if len(other) > 0 {
-			t.Errorf("%s: unexpected events %v", s.name, other)
+			t.Errorf("%s: unexpected events %v", s.Name, other)
 		}
 		if s == resumed {
-			rtCheckStream(t, s.name, got, since, l)
-			if want := len(l.expected(since)); len(got) < want {
-				t.Errorf("%s: %d changes, want at least %d", s.name, len(got), want)
+			streamcheck.Check(t, s.Name, got, since, l)
+			if want := len(l.Expected(since)); len(got) < want {
+				t.Errorf("%s: %d changes, want at least %d", s.Name, len(got), want)
 			}
 		} else {
-			rtCheckStream(t, s.name, got, s.start, l)
+			streamcheck.Check(t, s.Name, got, s.Start, l)
 		}
-		state := rtState(s.docs, got)
+		state := rtState(s.Docs, got)
 		// The since subscriber started from nothing before the first write:
 		// its changes alone are the whole state.
-		rtCheckState(t, s.name, state, truth)
-		t.Logf("%s: %d documents in the snapshot, %d changes up to %d", s.name, len(s.docs), len(got), s.last)
+		rtCheckState(t, s.Name, state, truth)
+		t.Logf("%s: %d documents in the snapshot, %d changes up to %d", s.Name, len(s.Docs), len(got), s.Last())
 	}
 }
 
@@ -1541,45 +1238,47 @@ func (r *rtRecorder) Errorf(format string, args ...any) {
 // TestRealtimeStreamCheckCatchesFaults feeds the stream comparison a
 // correct sequence and every kind of fault the cluster tests look for.
 func TestRealtimeStreamCheckCatchesFaults(t *testing.T) {
-	l := newRTLedger()
-	set := func(rev uint64, coll string) rtEvent {
-		return rtEvent{Rev: rev, Coll: coll, Type: client.TypeSet, Data: fmt.Sprintf(`{"r":%d}`, rev), UpdateTime: "t" + strconv.FormatUint(rev, 10)}
+	l := streamcheck.NewLedger()
+	set := func(rev uint64, coll string) streamcheck.Event {
+		return streamcheck.Event{Rev: rev, Coll: coll, Type: client.TypeSet, Data: fmt.Sprintf(`{"r":%d}`, rev), UpdateTime: "t" + strconv.FormatUint(rev, 10)}
 	}
-	l.ack(false, set(10, "p/a"))
-	l.ack(false, set(12, "p/b"))
-	l.ack(true, set(13, "p/txn1-a"), set(13, "p/txn1-b"))
-	l.ack(false, rtEvent{Rev: 15, Coll: "p/a", Type: client.TypeDelete})
-	l.ack(false, set(20, "p/c"))
-	l.unknown("test", "503", rtEvent{Coll: "p/d", Type: client.TypeSet, Data: `{"x":1}`})
-	good := []rtEvent{set(10, "p/a"), set(12, "p/b"), set(13, "p/txn1-b"), set(13, "p/txn1-a"), {Rev: 15, Coll: "p/a", Type: client.TypeDelete}, set(20, "p/c")}
-	check := func(name string, got []rtEvent, above uint64, wantErr bool) {
+	l.Ack(false, set(10, "p/a"))
+	l.Ack(false, set(12, "p/b"))
+	l.Ack(true, set(13, "p/txn1-a"), set(13, "p/txn1-b"))
+	l.Ack(false, streamcheck.Event{Rev: 15, Coll: "p/a", Type: client.TypeDelete})
+	l.Ack(false, set(20, "p/c"))
+	l.Unknown("test", "503", streamcheck.Event{Coll: "p/d", Type: client.TypeSet, Data: `{"x":1}`})
+	good := []streamcheck.Event{set(10, "p/a"), set(12, "p/b"), set(13, "p/txn1-b"), set(13, "p/txn1-a"), {Rev: 15, Coll: "p/a", Type: client.TypeDelete}, set(20, "p/c")}
+	check := func(name string, got []streamcheck.Event, above uint64, wantErr bool) {
 		t.Helper()
 		r := &rtRecorder{}
-		rtCheckStream(r, name, got, above, l)
+		streamcheck.Check(r, name, got, above, l)
 		if (len(r.errs) > 0) != wantErr {
 			t.Errorf("%s: errors %q, want errors: %v", name, r.errs, wantErr)
 		}
 	}
-	with := func(f func(evs []rtEvent) []rtEvent) []rtEvent { return f(slices.Clone(good)) }
+	with := func(f func(evs []streamcheck.Event) []streamcheck.Event) []streamcheck.Event {
+		return f(slices.Clone(good))
+	}
 	check("correct", good, 0, false)
 	check("correct above 12", good[2:], 12, false)
-	check("correct with the landing of an unknown write", with(func(e []rtEvent) []rtEvent {
-		return slices.Insert(e, 5, rtEvent{Rev: 17, Coll: "p/d", Type: client.TypeSet, Data: `{"x":1}`})
+	check("correct with the landing of an unknown write", with(func(e []streamcheck.Event) []streamcheck.Event {
+		return slices.Insert(e, 5, streamcheck.Event{Rev: 17, Coll: "p/d", Type: client.TypeSet, Data: `{"x":1}`})
 	}), 0, false)
-	check("gap", with(func(e []rtEvent) []rtEvent { return slices.Delete(e, 1, 2) }), 0, true)
-	check("half a transaction", with(func(e []rtEvent) []rtEvent { return slices.Delete(e, 2, 3) }), 0, true)
-	check("duplicate", with(func(e []rtEvent) []rtEvent { return slices.Insert(e, 2, e[1]) }), 0, true)
-	check("duplicate in a transaction", with(func(e []rtEvent) []rtEvent { return slices.Insert(e, 3, e[2]) }), 0, true)
-	check("out of order", with(func(e []rtEvent) []rtEvent { e[0], e[1] = e[1], e[0]; return e }), 0, true)
-	check("wrong data", with(func(e []rtEvent) []rtEvent { e[1].Data = `{"r":0}`; return e }), 0, true)
-	check("wrong update time", with(func(e []rtEvent) []rtEvent { e[1].UpdateTime = "x"; return e }), 0, true)
-	check("wrong type", with(func(e []rtEvent) []rtEvent { e[4].Type = client.TypeSet; return e }), 0, true)
-	check("extra change", with(func(e []rtEvent) []rtEvent { return append(e, set(30, "p/z")) }), 0, true)
-	check("unknown write landing twice", with(func(e []rtEvent) []rtEvent {
-		d := rtEvent{Rev: 17, Coll: "p/d", Type: client.TypeSet, Data: `{"x":1}`}
-		return slices.Insert(e, 5, d, rtEvent{Rev: 18, Coll: d.Coll, Type: d.Type, Data: d.Data})
+	check("gap", with(func(e []streamcheck.Event) []streamcheck.Event { return slices.Delete(e, 1, 2) }), 0, true)
+	check("half a transaction", with(func(e []streamcheck.Event) []streamcheck.Event { return slices.Delete(e, 2, 3) }), 0, true)
+	check("duplicate", with(func(e []streamcheck.Event) []streamcheck.Event { return slices.Insert(e, 2, e[1]) }), 0, true)
+	check("duplicate in a transaction", with(func(e []streamcheck.Event) []streamcheck.Event { return slices.Insert(e, 3, e[2]) }), 0, true)
+	check("out of order", with(func(e []streamcheck.Event) []streamcheck.Event { e[0], e[1] = e[1], e[0]; return e }), 0, true)
+	check("wrong data", with(func(e []streamcheck.Event) []streamcheck.Event { e[1].Data = `{"r":0}`; return e }), 0, true)
+	check("wrong update time", with(func(e []streamcheck.Event) []streamcheck.Event { e[1].UpdateTime = "x"; return e }), 0, true)
+	check("wrong type", with(func(e []streamcheck.Event) []streamcheck.Event { e[4].Type = client.TypeSet; return e }), 0, true)
+	check("extra change", with(func(e []streamcheck.Event) []streamcheck.Event { return append(e, set(30, "p/z")) }), 0, true)
+	check("unknown write landing twice", with(func(e []streamcheck.Event) []streamcheck.Event {
+		d := streamcheck.Event{Rev: 17, Coll: "p/d", Type: client.TypeSet, Data: `{"x":1}`}
+		return slices.Insert(e, 5, d, streamcheck.Event{Rev: 18, Coll: d.Coll, Type: d.Type, Data: d.Data})
 	}), 0, true)
-	check("shared revision outside a transaction", with(func(e []rtEvent) []rtEvent { e[1].Rev = 10; return e }), 0, true)
+	check("shared revision outside a transaction", with(func(e []streamcheck.Event) []streamcheck.Event { e[1].Rev = 10; return e }), 0, true)
 	check("at or below the start", good, 10, true)
 
 	// The merge drops exactly the already-seen part of the last revision.
@@ -1633,7 +1332,7 @@ func TestRealtimeFollowerCatchesUpBySnapshot(t *testing.T) {
 	fs := c.Followers(leader)
 	victim, other := fs[0], fs[1]
 	const prefix = "rts"
-	l := newRTLedger()
+	l := streamcheck.NewLedger()
 	w := rc.writer(t, ctx, l, leader, other)
 	first, ok := w.post(0, prefix+"/before-0", map[string]any{"before": 0})
 	if !ok {
@@ -1657,7 +1356,7 @@ func TestRealtimeFollowerCatchesUpBySnapshot(t *testing.T) {
 	for i := 0; i < 20; i++ { // a log tail after the snapshot
 		w.post(i%2, fmt.Sprintf("%s/tail-%d", prefix, i), map[string]any{"tail": i})
 	}
-	t.Logf("while %s was down: %s in %v", c.Nodes[victim].ID, l.summary(), time.Since(start).Round(time.Millisecond))
+	t.Logf("while %s was down: %s in %v", c.Nodes[victim].ID, l.Summary(), time.Since(start).Round(time.Millisecond))
 	c.StartMember(victim)
 	c.WaitReady(victim, 30*time.Second)
 	resumed := rtDial(t, "since on restarted "+c.Nodes[victim].ID, rtConfig(rc, c.Nodes[victim].URL(), rc.p.OwnerToken, true), prefix, client.Since(since))
@@ -1666,32 +1365,32 @@ func TestRealtimeFollowerCatchesUpBySnapshot(t *testing.T) {
 	up.wait()
 	fence := w.fence(t, prefix, "s")
 	for _, s := range []*rtCollector{back, onOther, resumed} {
-		s.waitRev(t, fence)
+		s.WaitRev(t, fence, rtWait)
 	}
 	// It reconnected to the restarted node and resumed there (the fence may
 	// have come in the replay, before the resumed answer).
-	back.waitFor(t, "the resumed event", rtWait, func(col *rtCollector) bool { return len(col.other) > 0 })
+	back.WaitFor(t, "the resumed event", rtWait, func(_ []streamcheck.Event, other []string) bool { return len(other) > 0 })
 	if n := back.conn.Reconnects(); n < 1 {
-		t.Errorf("%s: %d reconnects", back.name, n)
+		t.Errorf("%s: %d reconnects", back.Name, n)
 	}
 	if gen := rtTreeGeneration(t, c.Nodes[victim].DataDir); gen < 1 {
 		t.Errorf("%s caught up without installing a snapshot (tree generation %d): this test did not test what it says", c.Nodes[victim].ID, gen)
 	}
 	truth := rc.rtTruth(t, leader, prefix, l)
 	for _, s := range []*rtCollector{back, onOther, resumed} {
-		got, other := s.snapshot()
-		above := s.start
+		got, other := s.Snapshot()
+		above := s.Start
 		if s == resumed {
 			above = since
 		}
-		rtCheckStream(t, s.name, got, above, l)
-		rtCheckState(t, s.name, rtState(s.docs, got), truth)
+		streamcheck.Check(t, s.Name, got, above, l)
+		rtCheckState(t, s.Name, rtState(s.Docs, got), truth)
 		for _, o := range other {
 			if !strings.HasPrefix(o, client.KindResumed+" ") {
-				t.Errorf("%s: unexpected event %s (the change log should reach back)", s.name, o)
+				t.Errorf("%s: unexpected event %s (the change log should reach back)", s.Name, o)
 			}
 		}
-		t.Logf("%s: %d changes up to %d, %d reconnects, events %v", s.name, len(got), s.last, s.conn.Reconnects(), other)
+		t.Logf("%s: %d changes up to %d, %d reconnects, events %v", s.Name, len(got), s.Last(), s.conn.Reconnects(), other)
 	}
 }
 
