@@ -65,7 +65,11 @@ func errorFor(err error) *apiError {
 		Message() string
 	}
 	if errors.As(err, &coded) {
-		return &apiError{Status: coded.Status(), Code: coded.Code(), Message: coded.Message()}
+		ae := &apiError{Status: coded.Status(), Code: coded.Code(), Message: coded.Message()}
+		if f, ok := coded.(interface{ Field() string }); ok {
+			ae.Field = f.Field()
+		}
+		return ae
 	}
 	field := ""
 	var fe *fieldError

@@ -77,6 +77,8 @@ type Config struct {
 	ReadTimeout time.Duration
 	// Realtime serves /api/realtime (nil: the route answers 404).
 	Realtime *realtime.Server
+	// Push serves /api/notifications (nil: the routes answer 404).
+	Push Push
 	// TrustedProxies are the addresses of reverse proxies whose
 	// X-Forwarded-For names the client (for the brute-force limits). Empty:
 	// the client is the TCP peer.
@@ -95,6 +97,7 @@ type Server struct {
 	readTimeout  time.Duration
 	proxies      []netip.Prefix
 	realtime     *realtime.Server
+	push         Push
 	mux          *http.ServeMux
 }
 
@@ -113,7 +116,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReadTimeout = 5 * time.Second
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
-		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, mux: http.NewServeMux()}
+		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }
@@ -127,6 +130,9 @@ func (s *Server) routes() {
 		s.mux.Handle("/api/realtime", s.realtime.Handler(s.writeError))
 		s.mux.HandleFunc("/api/realtime/origins", s.handleOrigins)
 		s.mux.HandleFunc("/_/live", s.handleLivePage)
+	}
+	if s.push != nil {
+		s.pushRoutes()
 	}
 	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))

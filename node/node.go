@@ -23,6 +23,7 @@ import (
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/httpapi"
+	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
 	"github.com/edgebase/edgebase/realtime"
 )
@@ -57,6 +58,13 @@ type Config struct {
 	// ChangeLogRetention is how long realtime can resume with since
 	// (default 1 hour).
 	ChangeLogRetention time.Duration
+	// FCMEndpoint points the FCM SDK at another FCM-compatible endpoint
+	// (local development, tests); empty is Google's.
+	FCMEndpoint string
+	// PushSender replaces the FCM sender (nil: FCM through the SDK).
+	PushSender push.Sender
+	// PushTuning sizes the push dispatcher.
+	PushTuning push.Tuning
 
 	Logger *slog.Logger
 	// Out receives the human banner of --dev (default stdout).
@@ -74,6 +82,10 @@ type Node struct {
 	Store    *raftstore.Store
 	Accounts *auth.Service
 	Realtime *realtime.Server
+	Push     *push.Service
+	// built is closed once the services above are set: leader duties,
+	// which the store may start at once, wait for it.
+	built    chan struct{}
 	httpLn   net.Listener
 	httpSrv  *http.Server
 	ctx      context.Context
@@ -149,7 +161,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{cfg: cfg, logger: logger, httpLn: httpLn, ctx: ctx, cancel: cancel}
+	n := &Node{cfg: cfg, logger: logger, httpLn: httpLn, ctx: ctx, cancel: cancel, built: make(chan struct{})}
 	n.Store, err = raftstore.Open(raftstore.Config{
 		NodeID:             cfg.NodeID,
 		Dir:                filepath.Join(cfg.DataDir),
@@ -185,8 +197,23 @@ func Start(cfg Config) (*Node, error) {
 		n.abort()
 		return nil, err
 	}
+	var pushSealer push.Sealer
+	if sealer != nil {
+		pushSealer = sealer
+	}
+	sender := cfg.PushSender
+	if sender == nil {
+		sender = push.NewFCMSender(cfg.FCMEndpoint, logger)
+	}
+	n.Push, err = push.NewService(push.Config{Store: n.Store, Clock: cfg.Clock, Sealer: pushSealer, Sender: sender,
+		Feed: n.Store.Feed(), Logger: logger, Tuning: cfg.PushTuning})
+	if err != nil {
+		n.abort()
+		return nil, err
+	}
 	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger,
 		Realtime:       n.Realtime,
+		Push:           n.Push,
 		TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		n.abort()
@@ -195,6 +222,7 @@ func Start(cfg Config) (*Node, error) {
 	mux := http.NewServeMux()
 	mux.Handle(raftstore.InternalPrefix, n.Store.InternalHandler())
 	mux.Handle("/", api)
+	close(n.built)
 	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	n.wg.Add(1)
 	go func() {
@@ -236,12 +264,26 @@ func (n *Node) joinAndRegister() {
 	}
 }
 
-// leaderDuties runs while this node leads. The push scheduler and dispatcher
-// will start here; for now it only makes the --dev demo project.
+// leaderDuties runs while this node leads (after the Barrier that applies
+// every earlier entry): the --dev demo project, the push scheduler and
+// dispatcher, and the sweep of expired auth records. ctx ends when
+// leadership is lost.
 func (n *Node) leaderDuties(ctx context.Context) {
+	select {
+	case <-n.built:
+	case <-ctx.Done():
+		return
+	}
 	if n.cfg.Dev {
 		n.ensureDevProject(ctx)
 	}
+	var pushDone sync.WaitGroup
+	pushDone.Add(1)
+	go func() {
+		defer pushDone.Done()
+		n.Push.Run(ctx)
+	}()
+	defer pushDone.Wait()
 	every := n.cfg.SweepInterval
 	if every <= 0 {
 		every = time.Minute

@@ -735,3 +735,24 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// CountPrefix counts the documents whose path starts with prefix, reading
+// keys only. It reads this node's applied state.
+func (s *Store) CountPrefix(prefix string) (int, error) {
+	n := 0
+	err := s.fsm.view(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = docKey(prefix)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count %q: %w", prefix, err)
+	}
+	return n, nil
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/node"
+	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -75,6 +76,10 @@ type Options struct {
 	NoSecretKey bool
 	// ChangeLogRetention overrides how long the change log keeps changes.
 	ChangeLogRetention time.Duration
+	// FCMEndpoint points every node's FCM sender at a stand-in.
+	FCMEndpoint string
+	// PushTuning sizes the push dispatcher.
+	PushTuning push.Tuning
 }
 
 // Cluster is a set of in-process nodes sharing a cluster secret.
@@ -186,6 +191,7 @@ func (c *Cluster) StartMember(i int) {
 			Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
 			Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL,
 			SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
+			FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning,
 		})
 		if err == nil || !strings.Contains(err.Error(), "address already in use") {
 			break

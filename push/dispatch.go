@@ -1,0 +1,768 @@
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+// errDeposed means a committed record moved under the dispatcher: another
+// leader is at work, so this one stops.
+var errDeposed = errors.New("push: job changed under the dispatcher (leadership moved)")
+
+// maxRunners bounds the jobs worked on at once.
+const maxRunners = 16
+
+// Run is the leader's push work: the scheduler fires due schedules and the
+// dispatcher delivers queued notifications, resuming batches a previous
+// leader claimed and did not mark sent. It returns when ctx ends, that is
+// when this node stops leading, after its in-flight sends return.
+func (s *Service) Run(ctx context.Context) {
+	d := &dispatcher{s: s, running: map[string]bool{}, sem: make(chan struct{}, s.tuning.InFlight),
+		wake: make(chan struct{}, 1), noteLocks: map[string]*sync.Mutex{}}
+	if s.feed != nil {
+		d.wg.Add(1)
+		go d.watchFeed(ctx)
+	}
+	t := time.NewTicker(s.tuning.Poll)
+	defer t.Stop()
+	s.logger.Info("push dispatcher started")
+	for {
+		d.fireDue(ctx)
+		d.startJobs(ctx)
+		select {
+		case <-ctx.Done():
+			d.wg.Wait()
+			s.logger.Info("push dispatcher stopped")
+			return
+		case <-t.C:
+		case <-d.wake:
+		}
+	}
+}
+
+type dispatcher struct {
+	s    *Service
+	wake chan struct{}
+	sem  chan struct{} // batches in flight
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	running   map[string]bool
+	noteLocks map[string]*sync.Mutex
+}
+
+func (d *dispatcher) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watchFeed wakes the loop when push work is committed: a job, a due
+// schedule, or a project's switch.
+func (d *dispatcher) watchFeed(ctx context.Context) {
+	defer d.wg.Done()
+	prefix := raftstore.SystemPrefix + "/push/"
+	for ctx.Err() == nil {
+		sub := d.s.feed.Subscribe(256)
+		d.poke() // anything committed before the subscription
+	read:
+		for {
+			select {
+			case <-ctx.Done():
+				sub.Close()
+				return
+			case b, ok := <-sub.C():
+				if !ok {
+					break read
+				}
+				for _, ev := range b.Events {
+					if strings.HasPrefix(ev.Path, prefix) || strings.HasSuffix(ev.Path, "/_pushcfg") {
+						d.poke()
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
+func (d *dispatcher) noteLock(nid string) *sync.Mutex {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.noteLocks[nid]
+	if m == nil {
+		m = &sync.Mutex{}
+		d.noteLocks[nid] = m
+	}
+	return m
+}
+
+// ---- scheduler -------------------------------------------------------------
+
+// fireDue turns every due schedule of a project whose push is on into a
+// queued notification, in one transaction per schedule: a schedule is either
+// still due or fired with its job committed, never in between.
+func (d *dispatcher) fireDue(ctx context.Context) {
+	now := d.s.now()
+	enabled := map[string]bool{}
+	after := ""
+	for ctx.Err() == nil {
+		docs, next, err := d.s.store.List(dueDir(), after, 256)
+		if err != nil {
+			d.s.logger.Warn("push scheduler: list due", "err", err)
+			return
+		}
+		for _, doc := range docs {
+			var e due
+			if err := json.Unmarshal(doc.Data, &e); err != nil {
+				d.s.logger.Error("push scheduler: bad due entry", "path", doc.Path, "err", err)
+				continue
+			}
+			if e.SendAt > now.UnixNano() {
+				return // the index is in time order
+			}
+			on, ok := enabled[e.ProjectID]
+			if !ok {
+				if on, err = d.s.Enabled(e.ProjectID); err != nil {
+					d.s.logger.Warn("push scheduler: project switch", "err", err)
+					continue
+				}
+				enabled[e.ProjectID] = on
+			}
+			if !on {
+				continue // held until the project's push is turned on
+			}
+			if err := d.fire(ctx, doc, e, now); err != nil && ctx.Err() == nil {
+				d.s.logger.Warn("push scheduler: fire", "schedule", e.ScheduleID, "err", err)
+			}
+		}
+		if next == "" {
+			return
+		}
+		after = next
+	}
+}
+
+func (d *dispatcher) fire(ctx context.Context, dueDoc *raftstore.Document, e due, now time.Time) error {
+	scDoc, err := d.s.store.Get(schedulePath(e.ProjectID, e.ScheduleID))
+	if err != nil {
+		return err
+	}
+	var sc Schedule
+	if scDoc != nil {
+		if err := json.Unmarshal(scDoc.Data, &sc); err != nil {
+			return fmt.Errorf("decode schedule: %w", err)
+		}
+	}
+	if scDoc == nil || sc.Status != StatusScheduled {
+		// Cancelled or fired: the index entry is stale.
+		_, err := d.s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
+			Conds: []raftstore.Cond{{Path: dueDoc.Path, Kind: raftstore.CondRevision, Revision: dueDoc.Revision}},
+			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: dueDoc.Path}}})
+		return err
+	}
+	targets, err := d.s.checkTarget(e.ProjectID, sc.Target)
+	if err != nil {
+		targets = 0 // e.g. the user is gone: the job finds nobody
+	}
+	note := &Notification{ID: newID(now), ProjectID: e.ProjectID, Content: sc.Content, Target: sc.Target, Status: StatusQueued,
+		CreatedAt: formatTime(now), CreatedBy: sc.CreatedBy, ScheduleID: sc.ID, Targets: targets}
+	sc.Status, sc.FiredAt, sc.NotificationID = StatusSent, formatTime(now), note.ID
+	j := job{ID: newFIFOID(now), ProjectID: e.ProjectID, NID: note.ID, Target: sc.Target}
+	res, err := d.s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
+		Conds: []raftstore.Cond{
+			{Path: scDoc.Path, Kind: raftstore.CondRevision, Revision: scDoc.Revision},
+			{Path: dueDoc.Path, Kind: raftstore.CondRevision, Revision: dueDoc.Revision},
+		},
+		Ops: []raftstore.Op{
+			{Kind: raftstore.OpDelete, Path: dueDoc.Path},
+			{Kind: raftstore.OpPut, Path: scDoc.Path, Data: mustJSON(sc)},
+			{Kind: raftstore.OpPut, Path: notificationPath(e.ProjectID, note.ID), Data: mustJSON(note)},
+			{Kind: raftstore.OpPut, Path: jobPath(j.ID), Data: mustJSON(j)},
+		}})
+	if err != nil {
+		return err
+	}
+	if res.OK() {
+		d.s.logger.Info("push schedule fired", "schedule", sc.ID, "notification", note.ID,
+			"late_ms", now.Sub(time.Unix(0, e.SendAt)).Milliseconds())
+	}
+	return nil
+}
+
+// ---- dispatcher --------------------------------------------------------------
+
+// startJobs starts a runner for every due job of an enabled project that has
+// none.
+func (d *dispatcher) startJobs(ctx context.Context) {
+	now := d.s.now().UnixNano()
+	enabled := map[string]bool{}
+	after := ""
+	for ctx.Err() == nil {
+		docs, next, err := d.s.store.List(jobsDir(), after, 256)
+		if err != nil {
+			d.s.logger.Warn("push dispatcher: list jobs", "err", err)
+			return
+		}
+		for _, doc := range docs {
+			var j job
+			if err := json.Unmarshal(doc.Data, &j); err != nil {
+				d.s.logger.Error("push dispatcher: bad job", "path", doc.Path, "err", err)
+				continue
+			}
+			if j.DueAt > now {
+				continue
+			}
+			on, ok := enabled[j.ProjectID]
+			if !ok {
+				if on, err = d.s.Enabled(j.ProjectID); err != nil {
+					continue
+				}
+				enabled[j.ProjectID] = on
+			}
+			if !on {
+				continue
+			}
+			d.mu.Lock()
+			if d.running[j.ID] || len(d.running) >= maxRunners {
+				d.mu.Unlock()
+				continue
+			}
+			d.running[j.ID] = true
+			d.mu.Unlock()
+			r := &runner{d: d, j: j, rev: doc.Revision}
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				err := r.run(ctx)
+				if err != nil && ctx.Err() == nil {
+					d.s.logger.Warn("push job stopped", "job", j.ID, "notification", j.NID, "err", err)
+				}
+				d.mu.Lock()
+				delete(d.running, j.ID)
+				d.mu.Unlock()
+				d.poke()
+			}()
+		}
+		if next == "" {
+			return
+		}
+		after = next
+	}
+}
+
+// runner works one job: it claims batches in order (a committed record
+// before sending), sends several at once, and marks each sent.
+type runner struct {
+	d *dispatcher
+
+	mu       sync.Mutex // guards j and rev: every write of the job record
+	j        job
+	rev      uint64
+	content  Content
+	created  string
+	creds    []byte
+	credsRev uint64
+	failed   error
+}
+
+// recipient is one user of a batch and the devices to send to.
+type recipient struct {
+	uid     string
+	devices []Device
+}
+
+type batch struct {
+	f          flight
+	recipients []recipient
+}
+
+func (r *runner) run(ctx context.Context) error {
+	s := r.d.s
+	pid := r.j.ProjectID
+	nd, err := s.store.Get(notificationPath(pid, r.j.NID))
+	if err != nil {
+		return err
+	}
+	if nd == nil {
+		// The notification is gone: nothing to deliver.
+		_, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
+			Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}},
+			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.j.ID)}}})
+		return err
+	}
+	var note Notification
+	if err := json.Unmarshal(nd.Data, &note); err != nil {
+		return fmt.Errorf("decode notification: %w", err)
+	}
+	r.content, r.created = note.Content, note.CreatedAt
+	if r.creds, r.credsRev, err = s.openCredentials(pid); err != nil {
+		s.logger.Warn("push: FCM credentials unusable", "project", pid, "err", err)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	send := func(b *batch) {
+		defer wg.Done()
+		defer func() { <-r.d.sem }()
+		if err := r.deliver(ctx, b); err != nil {
+			r.mu.Lock()
+			if r.failed == nil {
+				r.failed = err
+			}
+			r.mu.Unlock()
+		}
+	}
+	// First the batches a previous leader claimed and did not mark.
+	for _, f := range append([]flight(nil), r.j.Inflight...) {
+		b, err := r.reload(f)
+		if err != nil {
+			return err
+		}
+		select {
+		case r.d.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go send(b)
+	}
+	for {
+		r.mu.Lock()
+		done, failed := r.j.Exhausted, r.failed
+		r.mu.Unlock()
+		if failed != nil {
+			return failed
+		}
+		if done {
+			break
+		}
+		on, err := s.Enabled(pid)
+		if err != nil {
+			return err
+		}
+		if !on {
+			return nil // held; picked up again when push is turned on
+		}
+		select {
+		case r.d.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b, err := r.claim(ctx)
+		if err != nil {
+			<-r.d.sem
+			return err
+		}
+		if b == nil {
+			<-r.d.sem
+			continue
+		}
+		wg.Add(1)
+		go send(b)
+	}
+	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failed != nil {
+		return r.failed
+	}
+	if len(r.j.Inflight) == 0 {
+		// Every batch is marked: the last mark may have finished the job
+		// already; if the job ran out of users with nothing in flight, end it.
+		if d, err := s.store.Get(jobPath(r.j.ID)); err == nil && d != nil && d.Revision == r.rev {
+			return r.finish(ctx)
+		}
+	}
+	return nil
+}
+
+// usersAfter lists up to limit user ids of the target after cursor, in order.
+func (r *runner) usersAfter(cursor string, limit int) ([]string, bool, error) {
+	s, pid, t := r.d.s, r.j.ProjectID, r.j.Target
+	var dir string
+	switch {
+	case t.Project:
+		dir = usersDir(pid)
+	case t.Topic != "":
+		dir = topicDir(pid, t.Topic)
+	case t.UserID != "":
+		if cursor == "" || cursor < t.UserID {
+			return []string{t.UserID}, true, nil
+		}
+		return nil, true, nil
+	default:
+		users := append([]string(nil), t.Users...)
+		sort.Strings(users)
+		i := sort.SearchStrings(users, cursor)
+		for i < len(users) && users[i] <= cursor {
+			i++
+		}
+		rest := users[i:]
+		if len(rest) > limit {
+			return rest[:limit], false, nil
+		}
+		return rest, true, nil
+	}
+	docs, next, err := s.store.List(dir, cursor, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = d.Path[len(dir)+1:]
+	}
+	return out, next == "", nil
+}
+
+func (r *runner) devices(uid string) ([]Device, error) {
+	docs, _, err := r.d.s.store.List(devicesDir(r.j.ProjectID, uid), "", MaxDevicesByUser)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Device, 0, len(docs))
+	for _, d := range docs {
+		var dev Device
+		if json.Unmarshal(d.Data, &dev) == nil && dev.Token != "" {
+			out = append(out, dev)
+		}
+	}
+	return out, nil
+}
+
+func (r *runner) prefs(uid string) (Prefs, error) {
+	d, err := r.d.s.store.Get(prefsPath(r.j.ProjectID, uid))
+	if err != nil {
+		return Prefs{}, err
+	}
+	if d == nil {
+		return DefaultPrefs(), nil
+	}
+	return decodePrefs(d.Data), nil
+}
+
+// claim takes the next batch of users, judges each one's preferences, and
+// commits the claim (with the users' inbox entries, which are also the
+// socket channel, and deferred jobs for those in quiet hours) before any
+// device is sent to. It returns nil when there was nothing to claim.
+func (r *runner) claim(ctx context.Context) (*batch, error) {
+	s := r.d.s
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := s.now()
+	limit := s.tuning.BatchSize
+	users, last, err := r.usersAfter(r.j.Cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	b := &batch{f: flight{ID: r.j.NextBatch, After: r.j.Cursor, ClaimedAt: now.UnixNano()}}
+	var ops []raftstore.Op
+	deferred := map[int64][]string{}
+	ndev := 0
+	taken := 0
+	for _, uid := range users {
+		if ndev >= limit {
+			break
+		}
+		taken++
+		b.f.Last = uid
+		p, err := r.prefs(uid)
+		if err != nil {
+			return nil, err
+		}
+		switch dec, until := p.decide(r.content.Category, now); dec {
+		case skip:
+			b.f.Skipped++
+		case defer_:
+			deferred[until.UnixNano()] = append(deferred[until.UnixNano()], uid)
+			b.f.Deferred++
+		default:
+			devs, err := r.devices(uid)
+			if err != nil {
+				return nil, err
+			}
+			ndev += len(devs)
+			b.recipients = append(b.recipients, recipient{uid: uid, devices: devs})
+			ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: inboxPath(r.j.ProjectID, uid, r.j.NID),
+				Data: mustJSON(r.inboxEntry(len(devs), now))})
+		}
+	}
+	if taken < len(users) {
+		last = false
+	}
+	for _, at := range sortedKeys(deferred) {
+		dj := job{ID: newFIFOID(now), ProjectID: r.j.ProjectID, NID: r.j.NID, Target: Target{Users: deferred[at]}, DueAt: at}
+		ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(dj.ID), Data: mustJSON(dj)})
+	}
+	next := r.j
+	next.Inflight = append([]flight(nil), r.j.Inflight...)
+	next.Exhausted = last
+	if taken == 0 {
+		if len(next.Inflight) == 0 {
+			r.j.Exhausted = true
+			return nil, r.finish(ctx)
+		}
+		if err := r.writeJob(ctx, next, nil); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	next.Cursor = b.f.Last
+	next.NextBatch++
+	next.Inflight = append(next.Inflight, b.f)
+	if err := r.writeJob(ctx, next, ops); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func sortedKeys(m map[int64][]string) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (r *runner) inboxEntry(devices int, now time.Time) InboxEntry {
+	return InboxEntry{ID: r.j.NID, Title: r.content.Title, Body: r.content.Body, Data: r.content.Data,
+		Category: r.content.Category, Target: r.publicTarget(), Status: StatusDelivered,
+		CreatedAt: r.created, SentAt: formatTime(now), Devices: devices}
+}
+
+// publicTarget hides the deferred list: a user sees the original audience.
+func (r *runner) publicTarget() Target {
+	if len(r.j.Target.Users) > 0 {
+		nd, err := r.d.s.store.Get(notificationPath(r.j.ProjectID, r.j.NID))
+		if err == nil && nd != nil {
+			var n Notification
+			if json.Unmarshal(nd.Data, &n) == nil {
+				return n.Target
+			}
+		}
+	}
+	return r.j.Target
+}
+
+// writeJob commits the job record (and ops) on the condition that it is as
+// this runner last wrote it. Callers hold r.mu.
+func (r *runner) writeJob(ctx context.Context, next job, ops []raftstore.Op) error {
+	s := r.d.s
+	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
+		Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}},
+		Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: jobPath(r.j.ID), Data: mustJSON(next)}}, ops...)})
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		if res.Err == raftstore.ErrCodeCondFailed {
+			return errDeposed
+		}
+		return fmt.Errorf("push: claim refused: %s", res.Err)
+	}
+	r.j, r.rev = next, res.Revision
+	return nil
+}
+
+// reload rebuilds a batch a previous leader claimed: the same users, judged
+// at the claim's time, so that the users it deferred stay deferred.
+func (r *runner) reload(f flight) (*batch, error) {
+	b := &batch{f: f}
+	cursor := f.After
+	at := time.Unix(0, f.ClaimedAt)
+	for {
+		users, last, err := r.usersAfter(cursor, r.d.s.tuning.BatchSize)
+		if err != nil {
+			return nil, err
+		}
+		for _, uid := range users {
+			if uid > f.Last {
+				return b, nil
+			}
+			p, err := r.prefs(uid)
+			if err != nil {
+				return nil, err
+			}
+			if dec, _ := p.decide(r.content.Category, at); dec == deliver {
+				devs, err := r.devices(uid)
+				if err != nil {
+					return nil, err
+				}
+				b.recipients = append(b.recipients, recipient{uid: uid, devices: devs})
+			}
+			cursor = uid
+		}
+		if last || len(users) == 0 {
+			return b, nil
+		}
+	}
+}
+
+// deliver sends a claimed batch and marks it sent with its outcomes.
+func (r *runner) deliver(ctx context.Context, b *batch) error {
+	s := r.d.s
+	var msgs []Message
+	var owners []string
+	for _, rc := range b.recipients {
+		for _, dev := range rc.devices {
+			msgs = append(msgs, Message{Token: dev.Token, Title: r.content.Title, Body: r.content.Body, Data: r.content.Data})
+			owners = append(owners, rc.uid)
+		}
+	}
+	var results []Result
+	if len(msgs) > 0 {
+		if s.sender == nil {
+			results = make([]Result, len(msgs))
+			for i := range results {
+				results[i] = Result{Outcome: Failed, Err: "no FCM sender is configured on this server"}
+			}
+		} else {
+			var err error
+			results, err = s.sender.Send(ctx, r.j.ProjectID, r.creds, r.credsRev, msgs)
+			if err != nil {
+				return err // outcome unknown: the claim stays for the next leader
+			}
+		}
+	}
+	c := counts{skipped: b.f.Skipped, deferred: b.f.Deferred}
+	var prune []raftstore.Op
+	for i, res := range results {
+		switch res.Outcome {
+		case Delivered:
+			c.delivered++
+		case Gone:
+			c.pruned++
+			th := tokenHash(msgs[i].Token)
+			prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: devicePath(r.j.ProjectID, owners[i], th), IfExists: true})
+			if od, err := s.store.Get(tokenPath(r.j.ProjectID, th)); err == nil && od != nil {
+				var o tokenOwner
+				if json.Unmarshal(od.Data, &o) == nil && o.UserID == owners[i] {
+					prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: od.Path, IfExists: true})
+				}
+			}
+		default:
+			c.failed++
+			c.lastErr = res.Err
+		}
+	}
+	return r.mark(ctx, b.f.ID, c, prune)
+}
+
+type counts struct {
+	delivered, failed, pruned, skipped, deferred int
+	lastErr                                      string
+}
+
+// mark removes a batch from the in-flight list and adds its outcomes to the
+// notification, in one transaction; the last mark of an exhausted job ends it.
+func (r *runner) mark(ctx context.Context, id int, c counts, prune []raftstore.Op) error {
+	s := r.d.s
+	lock := r.d.noteLock(r.j.NID)
+	lock.Lock()
+	defer lock.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		next := r.j
+		next.Inflight = nil
+		for _, f := range r.j.Inflight {
+			if f.ID != id {
+				next.Inflight = append(next.Inflight, f)
+			}
+		}
+		final := next.Exhausted && len(next.Inflight) == 0
+		noteOps, noteCond, err := r.noteUpdate(c, final)
+		if err != nil {
+			return err
+		}
+		jobOp := raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(r.j.ID), Data: mustJSON(next)}
+		if final {
+			jobOp = raftstore.Op{Kind: raftstore.OpDelete, Path: jobPath(r.j.ID)}
+		}
+		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
+			Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
+			Ops:   append(append([]raftstore.Op{jobOp}, noteOps...), prune...)})
+		if err != nil {
+			return err
+		}
+		if res.OK() {
+			r.j, r.rev = next, res.Revision
+			return nil
+		}
+		if res.Err != raftstore.ErrCodeCondFailed || res.Index == 0 {
+			return errDeposed
+		}
+		// The notification moved (a deferred job of it marked a batch on
+		// another path): read it again.
+	}
+}
+
+// finish ends a job that has nothing in flight and nobody left. Callers
+// hold r.mu.
+func (r *runner) finish(ctx context.Context) error {
+	s := r.d.s
+	for {
+		noteOps, noteCond, err := r.noteUpdate(counts{}, true)
+		if err != nil {
+			return err
+		}
+		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
+			Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
+			Ops:   append([]raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.j.ID)}}, noteOps...)})
+		if err != nil {
+			return err
+		}
+		if res.OK() {
+			r.rev = res.Revision
+			return nil
+		}
+		if res.Err != raftstore.ErrCodeCondFailed || res.Index == 0 {
+			return errDeposed
+		}
+	}
+}
+
+// noteUpdate adds c to the notification's counts; final marks it sent when
+// this is its main job (deferred jobs only add counts).
+func (r *runner) noteUpdate(c counts, final bool) ([]raftstore.Op, raftstore.Cond, error) {
+	path := notificationPath(r.j.ProjectID, r.j.NID)
+	d, err := r.d.s.store.Get(path)
+	if err != nil {
+		return nil, raftstore.Cond{}, err
+	}
+	if d == nil {
+		return nil, raftstore.Cond{Path: path, Kind: raftstore.CondNotExists}, nil
+	}
+	var n Notification
+	if err := json.Unmarshal(d.Data, &n); err != nil {
+		return nil, raftstore.Cond{}, fmt.Errorf("decode notification: %w", err)
+	}
+	n.Delivered += c.delivered
+	n.Failed += c.failed
+	n.Pruned += c.pruned
+	n.Skipped += c.skipped
+	n.Deferred += c.deferred
+	if c.lastErr != "" {
+		n.LastError = c.lastErr
+	}
+	if len(r.j.Target.Users) == 0 {
+		if final {
+			n.Status = StatusSent
+			n.SentAt = formatTime(r.d.s.now())
+		} else if n.Status == StatusQueued {
+			n.Status = StatusSending
+		}
+	}
+	return []raftstore.Op{{Kind: raftstore.OpPut, Path: path, Data: mustJSON(n)}},
+		raftstore.Cond{Path: path, Kind: raftstore.CondRevision, Revision: d.Revision}, nil
+}
