@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -26,7 +27,7 @@ const maxRunners = 16
 // when this node stops leading, after its in-flight sends return.
 func (s *Service) Run(ctx context.Context) {
 	d := &dispatcher{s: s, running: map[string]bool{}, sem: make(chan struct{}, s.tuning.InFlight),
-		wake: make(chan struct{}, 1), noteLocks: map[string]*sync.Mutex{}}
+		wake: make(chan struct{}, 1)}
 	if s.feed != nil {
 		d.wg.Add(1)
 		go d.watchFeed(ctx)
@@ -54,9 +55,11 @@ type dispatcher struct {
 	sem  chan struct{} // batches in flight
 	wg   sync.WaitGroup
 
-	mu        sync.Mutex
-	running   map[string]bool
-	noteLocks map[string]*sync.Mutex
+	mu      sync.Mutex
+	running map[string]bool
+	// noteLocks serialise the updates of one notification's counts by the
+	// jobs of that notification (its main job and its deferred ones).
+	noteLocks [64]sync.Mutex
 }
 
 func (d *dispatcher) poke() {
@@ -96,14 +99,9 @@ func (d *dispatcher) watchFeed(ctx context.Context) {
 }
 
 func (d *dispatcher) noteLock(nid string) *sync.Mutex {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	m := d.noteLocks[nid]
-	if m == nil {
-		m = &sync.Mutex{}
-		d.noteLocks[nid] = m
-	}
-	return m
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(nid))
+	return &d.noteLocks[h.Sum32()%uint32(len(d.noteLocks))]
 }
 
 // ---- scheduler -------------------------------------------------------------
@@ -220,7 +218,7 @@ func (d *dispatcher) startJobs(ctx context.Context) {
 				continue
 			}
 			if j.DueAt > now {
-				continue
+				return // jobs are keyed by due time: the rest are later
 			}
 			on, ok := enabled[j.ProjectID]
 			if !ok {
@@ -270,6 +268,7 @@ type runner struct {
 	rev      uint64
 	content  Content
 	created  string
+	target   Target // the notification's audience, as its recipients see it
 	creds    []byte
 	credsRev uint64
 	failed   error
@@ -304,7 +303,7 @@ func (r *runner) run(ctx context.Context) error {
 	if err := json.Unmarshal(nd.Data, &note); err != nil {
 		return fmt.Errorf("decode notification: %w", err)
 	}
-	r.content, r.created = note.Content, note.CreatedAt
+	r.content, r.created, r.target = note.Content, note.CreatedAt, note.Target
 	if r.creds, r.credsRev, err = s.openCredentials(pid); err != nil {
 		s.logger.Warn("push: FCM credentials unusable", "project", pid, "err", err)
 	}
@@ -500,7 +499,7 @@ func (r *runner) claim(ctx context.Context) (*batch, error) {
 		last = false
 	}
 	for _, at := range sortedKeys(deferred) {
-		dj := job{ID: newFIFOID(now), ProjectID: r.j.ProjectID, NID: r.j.NID, Target: Target{Users: deferred[at]}, DueAt: at}
+		dj := job{ID: newFIFOID(time.Unix(0, at)), ProjectID: r.j.ProjectID, NID: r.j.NID, Target: Target{Users: deferred[at]}, DueAt: at}
 		ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(dj.ID), Data: mustJSON(dj)})
 	}
 	next := r.j
@@ -536,22 +535,8 @@ func sortedKeys(m map[int64][]string) []int64 {
 
 func (r *runner) inboxEntry(devices int, now time.Time) InboxEntry {
 	return InboxEntry{ID: r.j.NID, Title: r.content.Title, Body: r.content.Body, Data: r.content.Data,
-		Category: r.content.Category, Target: r.publicTarget(), Status: StatusDelivered,
+		Category: r.content.Category, Target: r.target, Status: StatusDelivered,
 		CreatedAt: r.created, SentAt: formatTime(now), Devices: devices}
-}
-
-// publicTarget hides the deferred list: a user sees the original audience.
-func (r *runner) publicTarget() Target {
-	if len(r.j.Target.Users) > 0 {
-		nd, err := r.d.s.store.Get(notificationPath(r.j.ProjectID, r.j.NID))
-		if err == nil && nd != nil {
-			var n Notification
-			if json.Unmarshal(nd.Data, &n) == nil {
-				return n.Target
-			}
-		}
-	}
-	return r.j.Target
 }
 
 // writeJob commits the job record (and ops) on the condition that it is as

@@ -66,7 +66,8 @@ func newID(now time.Time) string {
 	return hex.EncodeToString(b[:])
 }
 
-// newFIFOID returns an id that sorts oldest first.
+// newFIFOID returns an id that sorts by the time given, oldest first: jobs
+// are keyed by when they are due.
 func newFIFOID(now time.Time) string {
 	var b [12]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixNano()))
