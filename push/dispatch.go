@@ -469,26 +469,31 @@ func (r *runner) claim(ctx context.Context) (*batch, error) {
 	ndev := 0
 	taken := 0
 	for _, uid := range users {
-		if ndev >= limit {
-			break
-		}
-		taken++
-		b.f.Last = uid
 		p, err := r.prefs(uid)
 		if err != nil {
 			return nil, err
 		}
-		switch dec, until := p.decide(r.content.Category, now); dec {
+		dec, until := p.decide(r.content.Category, now)
+		var devs []Device
+		if dec == deliver {
+			if devs, err = r.devices(uid); err != nil {
+				return nil, err
+			}
+		}
+		// A batch is one SendEach (at most 500 messages) and its mark must
+		// fit one transaction: never split a user, never overfill.
+		if taken > 0 && ndev+len(devs) > limit {
+			break
+		}
+		taken++
+		b.f.Last = uid
+		switch dec {
 		case skip:
 			b.f.Skipped++
 		case defer_:
 			deferred[until.UnixNano()] = append(deferred[until.UnixNano()], uid)
 			b.f.Deferred++
 		default:
-			devs, err := r.devices(uid)
-			if err != nil {
-				return nil, err
-			}
 			ndev += len(devs)
 			b.recipients = append(b.recipients, recipient{uid: uid, devices: devs})
 			ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: inboxPath(r.j.ProjectID, uid, r.j.NID),
