@@ -188,16 +188,13 @@ func (f *FCMSender) Send(ctx context.Context, pid string, creds []byte, rev uint
 	return out, nil
 }
 
-// transient reports whether a message may succeed if sent again: quota (429),
-// unavailable (503, after the SDK's own retries), internal (500), and errors
-// without an HTTP answer (network).
+// transient reports whether a message may succeed if sent again: quota
+// (429), internal (500) and unavailable (503, after the SDK's own retries).
+// Errors without an HTTP answer (network, a failed token exchange) are not
+// retried again here: the SDK has already retried them four times.
 func transient(err error) bool {
-	if messaging.IsQuotaExceeded(err) || messaging.IsUnavailable(err) || messaging.IsInternal(err) ||
-		errorutils.IsResourceExhausted(err) || errorutils.IsUnavailable(err) || errorutils.IsInternal(err) {
-		return true
-	}
-	return errorutils.HTTPResponse(err) == nil && !errorutils.IsInvalidArgument(err) &&
-		!errorutils.IsPermissionDenied(err) && !errorutils.IsUnauthenticated(err) && !errorutils.IsNotFound(err)
+	return messaging.IsQuotaExceeded(err) || messaging.IsUnavailable(err) || messaging.IsInternal(err) ||
+		errorutils.IsResourceExhausted(err) || errorutils.IsUnavailable(err) || errorutils.IsInternal(err)
 }
 
 // retryAfter reads the Retry-After seconds of FCM's answer, if any.
