@@ -295,7 +295,7 @@ func (s *Server) pushSchedule(w http.ResponseWriter, r *http.Request, c push.Cal
 	if err != nil {
 		return err
 	}
-	return writeCommitted(w, http.StatusCreated, rev, sc)
+	return writeCommitted(w, http.StatusCreated, rev, sc.View())
 }
 
 // pageParams reads limit (default 20, 1..100) and cursor.
@@ -320,7 +320,11 @@ func (s *Server) pushScheduled(w http.ResponseWriter, r *http.Request, c push.Ca
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"scheduled": page.Items, "nextCursor": page.NextCursor})
+	views := make([]*push.ScheduleView, len(page.Items))
+	for i := range page.Items {
+		views[i] = page.Items[i].View()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"scheduled": views, "nextCursor": page.NextCursor})
 	return nil
 }
 
@@ -331,7 +335,7 @@ func (s *Server) pushCancel(w http.ResponseWriter, r *http.Request, c push.Calle
 	if err != nil {
 		return err
 	}
-	return writeCommitted(w, http.StatusOK, rev, sc)
+	return writeCommitted(w, http.StatusOK, rev, sc.View())
 }
 
 func (s *Server) pushHistory(w http.ResponseWriter, r *http.Request, c push.Caller) error {
@@ -384,6 +388,9 @@ func (s *Server) pushCredentials(w http.ResponseWriter, r *http.Request, c push.
 	raw, err := s.readBody(w, r)
 	if err != nil {
 		return err
+	}
+	if !json.Valid(raw) {
+		return newError(http.StatusBadRequest, "invalid_json", "the request body is not valid JSON")
 	}
 	ctx, cancel := s.writeCtx(r)
 	defer cancel()

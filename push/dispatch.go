@@ -237,7 +237,20 @@ func (d *dispatcher) startJobs(ctx context.Context) {
 			}
 			d.running[j.ID] = true
 			d.mu.Unlock()
-			r := &runner{d: d, j: j, rev: doc.Revision}
+			// The listing may predate the last writes of a runner that has
+			// just ended: start from the job as it is now, or a batch it
+			// marked sent would be sent again.
+			cur, err := d.s.store.Get(doc.Path)
+			if err == nil && cur != nil {
+				err = json.Unmarshal(cur.Data, &j)
+			}
+			if err != nil || cur == nil {
+				d.mu.Lock()
+				delete(d.running, j.ID)
+				d.mu.Unlock()
+				continue
+			}
+			r := &runner{d: d, j: j, rev: cur.Revision}
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()

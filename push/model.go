@@ -25,6 +25,7 @@ func devicesDir(pid, uid string) string       { return pid + "/_devices/" + uid 
 func devicePath(pid, uid, th string) string   { return devicesDir(pid, uid) + "/" + th }
 func topicDir(pid, topic string) string       { return pid + "/_topics/" + topic }
 func userTopicsDir(pid, uid string) string    { return pid + "/_usertopics/" + uid }
+func lockPath(pid, uid string) string         { return pid + "/_pushlock/" + uid }
 func prefsPath(pid, uid string) string        { return pid + "/_prefs/" + uid }
 func notificationsDir(pid string) string      { return pid + "/_notifications" }
 func notificationPath(pid, nid string) string { return notificationsDir(pid) + "/" + nid }
@@ -157,7 +158,7 @@ func ParseData(raw json.RawMessage) (map[string]string, error) {
 	out := make(map[string]string, len(obj))
 	for k, v := range obj {
 		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
+		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
 			return nil, fieldErr("data."+k, "data values must be strings (FCM carries only strings)")
 		}
 		out[k] = s
@@ -281,6 +282,27 @@ type Schedule struct {
 	DueKey         string `json:"dueKey"`
 	FiredAt        string `json:"firedAt,omitempty"`
 	NotificationID string `json:"notificationId,omitempty"`
+}
+
+// ScheduleView is a schedule as the API shows it (without the scheduler's
+// internal index key).
+type ScheduleView struct {
+	ID        string `json:"id"`
+	ProjectID string `json:"projectId"`
+	Content
+	Target         Target `json:"target"`
+	SendAt         string `json:"sendAt"`
+	Status         string `json:"status"`
+	CreatedAt      string `json:"createdAt"`
+	CreatedBy      string `json:"createdBy"`
+	FiredAt        string `json:"firedAt,omitempty"`
+	NotificationID string `json:"notificationId,omitempty"`
+}
+
+// View is the schedule as the API shows it.
+func (sc *Schedule) View() *ScheduleView {
+	return &ScheduleView{ID: sc.ID, ProjectID: sc.ProjectID, Content: sc.Content, Target: sc.Target, SendAt: sc.SendAt,
+		Status: sc.Status, CreatedAt: sc.CreatedAt, CreatedBy: sc.CreatedBy, FiredAt: sc.FiredAt, NotificationID: sc.NotificationID}
 }
 
 // due is an entry of the scheduler's index.

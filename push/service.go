@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -218,6 +219,10 @@ func credentialsAAD(pid string) []byte { return []byte("edgebase fcm credentials
 func ParseServiceAccount(raw []byte) (*serviceAccount, error) {
 	var sa serviceAccount
 	if err := json.Unmarshal(raw, &sa); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, fieldErr(te.Field, te.Field+" must be a string")
+		}
 		return nil, fieldErr("", "the body must be the service-account JSON file from the Firebase console")
 	}
 	switch {
@@ -234,10 +239,13 @@ func ParseServiceAccount(raw []byte) (*serviceAccount, error) {
 	if block == nil {
 		return nil, fieldErr("private_key", "private_key is not a PEM key")
 	}
-	if _, err := x509.ParsePKCS8PrivateKey(block.Bytes); err != nil {
-		if _, err2 := x509.ParsePKCS1PrivateKey(block.Bytes); err2 != nil {
-			return nil, fieldErr("private_key", "private_key is not an RSA private key")
-		}
+	// Google signs service-account assertions with RS256 only.
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	}
+	if _, rsaKey := key.(*rsa.PrivateKey); err != nil || !rsaKey {
+		return nil, fieldErr("private_key", "private_key is not an RSA private key")
 	}
 	if sa.TokenURI != "" {
 		u, err := url.Parse(sa.TokenURI)
@@ -349,13 +357,21 @@ func (s *Service) Register(ctx context.Context, c Caller, token, platform string
 				}
 			}
 		} else {
-			mine, _, err := s.store.List(devicesDir(c.ProjectID, c.UserID), "", MaxDevicesByUser)
+			// Adding a device: registrations of one account are serialised
+			// on its lock record, so concurrent ones cannot pass the limit.
+			lock, err := s.store.Get(lockPath(c.ProjectID, c.UserID))
 			if err != nil {
 				return nil, err
 			}
-			if len(mine) >= MaxDevicesByUser {
+			n, err := s.store.CountPrefix(devicesDir(c.ProjectID, c.UserID) + "/")
+			if err != nil {
+				return nil, err
+			}
+			if n >= MaxDevicesByUser {
 				return nil, withMsg(ErrTooMany, fmt.Sprintf("an account may register at most %d devices; unregister one first", MaxDevicesByUser), "token")
 			}
+			t.Conds = append(t.Conds, raftstore.Cond{Path: lockPath(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(lock)})
+			t.Ops = append(t.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: lockPath(c.ProjectID, c.UserID), Data: mustJSON(map[string]int{"devices": n + 1})})
 			if prev.UserID != "" {
 				t.Ops = append(t.Ops, raftstore.Op{Kind: raftstore.OpDelete, Path: devicePath(c.ProjectID, prev.UserID, th), IfExists: true})
 			}
@@ -426,24 +442,35 @@ func (s *Service) Subscribe(ctx context.Context, c Caller, topic string) (uint64
 	if err := ValidateTopic(topic); err != nil {
 		return 0, err
 	}
-	mine, _, err := s.store.List(userTopicsDir(c.ProjectID, c.UserID), "", MaxTopicsByUser+1)
-	if err != nil {
-		return 0, err
-	}
-	already := false
-	for _, d := range mine {
-		if d.Path == userTopicsDir(c.ProjectID, c.UserID)+"/"+topic {
-			already = true
-		}
-	}
-	if !already && len(mine) >= MaxTopicsByUser {
-		return 0, withMsg(ErrTooMany, fmt.Sprintf("an account may follow at most %d topics", MaxTopicsByUser), "topic")
-	}
 	at := mustJSON(map[string]string{"subscribedAt": formatTime(s.now())})
-	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpPut, Path: topicDir(c.ProjectID, topic) + "/" + c.UserID, Data: at},
-		{Kind: raftstore.OpPut, Path: userTopicsDir(c.ProjectID, c.UserID) + "/" + topic, Data: at},
-	}})
+	res, err := s.commit(ctx, func() (*raftstore.Txn, error) {
+		// Subscriptions of one account are serialised on its lock record,
+		// so concurrent ones cannot pass the limit.
+		lock, err := s.store.Get(lockPath(c.ProjectID, c.UserID))
+		if err != nil {
+			return nil, err
+		}
+		cur, err := s.store.Get(userTopicsDir(c.ProjectID, c.UserID) + "/" + topic)
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			n, err := s.store.CountPrefix(userTopicsDir(c.ProjectID, c.UserID) + "/")
+			if err != nil {
+				return nil, err
+			}
+			if n >= MaxTopicsByUser {
+				return nil, withMsg(ErrTooMany, fmt.Sprintf("an account may follow at most %d topics", MaxTopicsByUser), "topic")
+			}
+		}
+		return &raftstore.Txn{
+			Conds: []raftstore.Cond{{Path: lockPath(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(lock)}},
+			Ops: []raftstore.Op{
+				{Kind: raftstore.OpPut, Path: lockPath(c.ProjectID, c.UserID), Data: mustJSON(map[string]string{"topic": topic})},
+				{Kind: raftstore.OpPut, Path: topicDir(c.ProjectID, topic) + "/" + c.UserID, Data: at},
+				{Kind: raftstore.OpPut, Path: userTopicsDir(c.ProjectID, c.UserID) + "/" + topic, Data: at},
+			}}, nil
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -616,7 +643,7 @@ func ParseSendAt(s string) (time.Time, error) {
 		return time.Time{}, fieldErr("sendAt", "sendAt must be an RFC 3339 UTC time such as 2026-12-24T18:00:00Z")
 	}
 	if _, off := t.Zone(); off != 0 {
-		return time.Time{}, fieldErr("sendAt", "sendAt must be in UTC (ending in Z)")
+		return time.Time{}, fieldErr("sendAt", "sendAt must be in UTC (ending in Z or +00:00)")
 	}
 	return t.UTC(), nil
 }
