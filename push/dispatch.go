@@ -456,10 +456,12 @@ func (r *runner) prefs(uid string) (Prefs, error) {
 	if err != nil {
 		return Prefs{}, err
 	}
-	if d == nil {
-		return DefaultPrefs(), nil
+	p := DefaultPrefs()
+	if d != nil {
+		p = decodePrefs(d.Data)
 	}
-	return decodePrefs(d.Data), nil
+	p.loc = r.d.s.zone(p.Timezone)
+	return p, nil
 }
 
 // claim takes the next batch of users, judges each one's preferences, and

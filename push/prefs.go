@@ -18,6 +18,9 @@ type Prefs struct {
 	QuietHoursStart   string `json:"quietHoursStart"`
 	QuietHoursEnd     string `json:"quietHoursEnd"`
 	Timezone          string `json:"timezone"`
+
+	// loc is Timezone loaded, when the caller has it cached.
+	loc *time.Location
 }
 
 // DefaultPrefs are what a user who never set any has: push, email and
@@ -158,9 +161,12 @@ func (p Prefs) quietUntil(now time.Time) (time.Time, bool) {
 	if err1 != nil || err2 != nil || start == end {
 		return time.Time{}, false
 	}
-	loc, err := time.LoadLocation(p.Timezone)
-	if err != nil {
-		loc = time.UTC
+	loc := p.loc
+	if loc == nil {
+		var err error
+		if loc, err = time.LoadLocation(p.Timezone); err != nil {
+			loc = time.UTC
+		}
 	}
 	local := now.In(loc)
 	mins := local.Hour()*60 + local.Minute()
@@ -176,9 +182,21 @@ func (p Prefs) quietUntil(now time.Time) (time.Time, bool) {
 	// The end is today at end, or tomorrow when the period spans midnight and
 	// we are before it. Built from the date so DST shifts are honoured.
 	y, mo, d := local.Date()
-	endAt := time.Date(y, mo, d, end/60, end%60, 0, 0, loc)
+	endAt := wallTime(y, mo, d, end, loc)
 	if !endAt.After(local) {
-		endAt = time.Date(y, mo, d+1, end/60, end%60, 0, 0, loc)
+		endAt = wallTime(y, mo, d+1, end, loc)
 	}
 	return endAt.UTC(), true
+}
+
+// wallTime is the moment the clock of loc shows mins after midnight on the
+// given day. When the clocks spring forward over that time it does not
+// exist; the quiet period then ends at the jump itself (time.Date would
+// answer a moment past it).
+func wallTime(y int, mo time.Month, d, mins int, loc *time.Location) time.Time {
+	t := time.Date(y, mo, d, mins/60, mins%60, 0, 0, loc)
+	if l := t.In(loc); l.Hour()*60+l.Minute() != mins {
+		t, _ = t.ZoneBounds() // the start of the zone in effect: the jump
+	}
+	return t
 }

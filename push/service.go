@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/edgebase/edgebase/raftstore"
@@ -94,6 +95,22 @@ type Service struct {
 	feed   *raftstore.Feed
 	logger *slog.Logger
 	tuning Tuning
+	// zones caches loaded time zones: LoadLocation reads the zone data
+	// each time, and the dispatcher needs one per recipient.
+	zones sync.Map // name → *time.Location
+}
+
+// zone loads an IANA zone through the cache (UTC when unknown).
+func (s *Service) zone(name string) *time.Location {
+	if l, ok := s.zones.Load(name); ok {
+		return l.(*time.Location)
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return time.UTC
+	}
+	s.zones.Store(name, l)
+	return l
 }
 
 // NewService builds the service.
