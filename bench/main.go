@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/fcmfake"
 )
 
 type options struct {
@@ -55,6 +57,10 @@ type options struct {
 	reqTimeout  time.Duration
 	runTimeout  time.Duration
 	serveArgs   []string
+	devices     int           // P1: devices registered for the fan-out
+	schedules   int           // P2: schedules per run
+	fcmLatency  time.Duration // push: the FCM stand-in's answer time per message
+	fcm         *fcmfake.Server
 }
 
 func main() {
@@ -84,6 +90,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data and node logs)")
 	fs.DurationVar(&o.reqTimeout, "request-timeout", 10*time.Second, "timeout of one HTTP request")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 60*time.Second, "a run stops (and is flagged) after this long")
+	fs.IntVar(&o.devices, "devices", 20000, "P1: devices registered up front (100 per user) that every fan-out reaches")
+	fs.IntVar(&o.schedules, "schedules", 200, "P2: schedules per run, due over the next 10 seconds")
+	fs.DurationVar(&o.fcmLatency, "fcm-latency", 5*time.Millisecond, "push: the FCM stand-in answers each message after this long")
 	serveArgs := fs.String("serve-args", "", "extra flags for every started node, space-separated (e.g. \"--raft-snapshot-threshold 4096\")")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	if err := fs.Parse(args); err != nil {
@@ -145,6 +154,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--value-size must stay below the 1 MiB document limit")
 	case o.reqTimeout <= 0 || o.runTimeout <= 0:
 		return nil, errors.New("timeouts must be positive")
+	case o.devices < 1 || o.devices > fcmfake.MaxDeliveries || o.schedules < 1 || o.fcmLatency < 0:
+		return nil, fmt.Errorf("--devices must be from 1 to %d, --schedules positive, --fcm-latency not negative", fcmfake.MaxDeliveries)
 	}
 	return o, nil
 }
@@ -169,6 +180,9 @@ func (o *options) maxClients() int {
 }
 
 func (o *options) opsFor(s *scenario) int {
+	if s.Ops != nil {
+		return s.Ops(o)
+	}
 	if o.ops > 0 {
 		return o.ops
 	}
@@ -178,6 +192,9 @@ func (o *options) opsFor(s *scenario) int {
 func (o *options) warmupFor(s *scenario) int {
 	if o.warmup >= 0 {
 		return o.warmup
+	}
+	if s.Ops != nil {
+		return o.opsFor(s)
 	}
 	return max(o.opsFor(s)/10, 1)
 }
@@ -264,6 +281,10 @@ type result struct {
 	Realtime *rtResult `json:"realtime,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
 	Failed   string    `json:"failed,omitempty"`
+
+	// Push: the push scenarios' own figures (per-run throughput, history
+	// check, duplicates, connections to the FCM stand-in, lateness).
+	Push *pushResult `json:"push,omitempty"`
 }
 
 func (r *result) flagged() bool { return r.Errors > 0 || r.Failed != "" || r.timedOut() }
@@ -305,6 +326,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep.Machine = machine(ctx, root)
 
 	hc := newHTTPClient(o)
+	stopFCM, err := startFCMStandIn(o, logf)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench: FCM stand-in:", err)
+		return 1
+	}
+	defer stopFCM()
 	if len(o.targets) > 0 {
 		c, err := attachCluster(ctx, hc, o.targets, o.adminToken)
 		if err != nil {
@@ -476,6 +503,11 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 		defer rt.close(logf)
 		runFn = rt.run
 	}
+	if s.Run != nil {
+		runFn = func(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int) {
+			return s.Run(ctx, e, s, ops)
+		}
+	}
 	if r.Warmup > 0 {
 		w, _, kinds, _ := runFn(ctx, r.Warmup)
 		if w.Errors > 0 {
@@ -586,6 +618,9 @@ func runScenario(ctx context.Context, e *env, s *scenario, logf func(string, ...
 	if rt != nil {
 		r.Realtime = rt.summary(r)
 		r.Notes = append(r.Notes, rt.notes...)
+	}
+	if s.Summary != nil {
+		s.Summary(e, s, r)
 	}
 	return r
 }
@@ -801,6 +836,7 @@ func printTable(w io.Writer, rep *report) {
 	}
 	_ = tw.Flush()
 	printRealtimeTable(w, rep)
+	printPushTable(w, rep)
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range notes {

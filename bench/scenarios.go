@@ -40,6 +40,14 @@ type scenario struct {
 	// (after Prepare), an operation is one REST write they all receive,
 	// and the table's ops are deliveries.
 	Realtime *rtSpec
+	// Push scenarios (push.go): FCM marks a scenario that needs the FCM
+	// stand-in; Ops fixes the operations per run (--ops does not apply, and
+	// the default warm-up is one whole run); Run replaces the run loop; and
+	// Summary adds the scenario's own figures to its result.
+	FCM     bool
+	Ops     func(o *options) int
+	Run     func(ctx context.Context, e *env, s *scenario, ops int) (runResult, *histogram, map[string]int, map[string]int)
+	Summary func(e *env, s *scenario, r *result)
 }
 
 var scenarios = []scenario{
@@ -167,6 +175,32 @@ var scenarios = []scenario{
 		Target:     func(e *env) string { return "subscribers on leader " + e.c.leader.id },
 		Realtime:   &rtSpec{},
 	},
+	{
+		Name:       "P1",
+		What:       "push fan-out: --devices devices (100 per user) registered up front; a run is one send-to-project, measured from its 202 until the FCM stand-in (--fcm-latency per message) has a message for every device (ops = messages)",
+		Clients:    func(*options) int { return 1 },
+		DefaultOps: 20000,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Prepare:    preparePushAudience,
+		Op:         fanOutOp,
+		FCM:        true,
+		Ops:        func(o *options) int { return o.devices },
+		Run:        runFanOut,
+		Summary:    summarizePush,
+	},
+	{
+		Name:       "P2",
+		What:       "scheduler lateness: --clients clients create --schedules schedules for a one-device user, due over the next 10 whole seconds; a sample is the message's arrival at the FCM stand-in minus its sendAt (ops = schedules)",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 200,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Prepare:    prepareSchedules,
+		Op:         createSchedule,
+		FCM:        true,
+		Ops:        func(o *options) int { return o.schedules },
+		Run:        runSchedules,
+		Summary:    summarizePush,
+	},
 }
 
 func findScenario(name string) (*scenario, bool) {
@@ -196,6 +230,8 @@ type env struct {
 	// used marks nodes that served a scenario (or held realtime
 	// subscribers) before: their RSS holds freed memory new allocations reuse.
 	used map[*benchNode]bool
+
+	push *pushState // the push scenarios' setup (push.go)
 }
 
 func newEnv(hc *http.Client, c *cluster, pr project, o *options) *env {
