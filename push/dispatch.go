@@ -35,15 +35,22 @@ func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(s.tuning.Poll)
 	defer t.Stop()
 	s.logger.Info("push dispatcher started")
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		d.fireDue(ctx)
+		next := d.fireDue(ctx)
 		d.startJobs(ctx)
+		// Besides the poll, wake exactly when the next schedule is due.
+		if !next.IsZero() {
+			timer.Reset(max(next.Sub(s.now()), time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			d.wg.Wait()
 			s.logger.Info("push dispatcher stopped")
 			return
 		case <-t.C:
+		case <-timer.C:
 		case <-d.wake:
 		}
 	}
@@ -88,7 +95,10 @@ func (d *dispatcher) watchFeed(ctx context.Context) {
 					break read
 				}
 				for _, ev := range b.Events {
-					if strings.HasPrefix(ev.Path, prefix) || strings.HasSuffix(ev.Path, "/_pushcfg") {
+					// New jobs and schedules, and project switches; not the
+					// dispatcher's own claims and marks.
+					created := ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision
+					if (created && strings.HasPrefix(ev.Path, prefix)) || strings.HasSuffix(ev.Path, "/_pushcfg") {
 						d.poke()
 						break
 					}
@@ -109,7 +119,9 @@ func (d *dispatcher) noteLock(nid string) *sync.Mutex {
 // fireDue turns every due schedule of a project whose push is on into a
 // queued notification, in one transaction per schedule: a schedule is either
 // still due or fired with its job committed, never in between.
-func (d *dispatcher) fireDue(ctx context.Context) {
+//
+// It returns when the first schedule not yet due is due (zero: none).
+func (d *dispatcher) fireDue(ctx context.Context) time.Time {
 	now := d.s.now()
 	enabled := map[string]bool{}
 	after := ""
@@ -117,7 +129,7 @@ func (d *dispatcher) fireDue(ctx context.Context) {
 		docs, next, err := d.s.store.List(dueDir(), after, 256)
 		if err != nil {
 			d.s.logger.Warn("push scheduler: list due", "err", err)
-			return
+			return time.Time{}
 		}
 		for _, doc := range docs {
 			var e due
@@ -126,7 +138,7 @@ func (d *dispatcher) fireDue(ctx context.Context) {
 				continue
 			}
 			if e.SendAt > now.UnixNano() {
-				return // the index is in time order
+				return time.Unix(0, e.SendAt) // the index is in time order
 			}
 			on, ok := enabled[e.ProjectID]
 			if !ok {
@@ -144,10 +156,11 @@ func (d *dispatcher) fireDue(ctx context.Context) {
 			}
 		}
 		if next == "" {
-			return
+			return time.Time{}
 		}
 		after = next
 	}
+	return time.Time{}
 }
 
 func (d *dispatcher) fire(ctx context.Context, dueDoc *raftstore.Document, e due, now time.Time) error {
@@ -212,13 +225,26 @@ func (d *dispatcher) startJobs(ctx context.Context) {
 			return
 		}
 		for _, doc := range docs {
+			id := doc.Path[len(jobsDir())+1:]
+			if due, ok := idTime(id); ok && due > now {
+				return // jobs are keyed by due time: the rest are later
+			}
+			d.mu.Lock()
+			busy, full := d.running[id], len(d.running) >= maxRunners
+			d.mu.Unlock()
+			if full {
+				return
+			}
+			if busy {
+				continue
+			}
 			var j job
 			if err := json.Unmarshal(doc.Data, &j); err != nil {
 				d.s.logger.Error("push dispatcher: bad job", "path", doc.Path, "err", err)
 				continue
 			}
 			if j.DueAt > now {
-				return // jobs are keyed by due time: the rest are later
+				continue
 			}
 			on, ok := enabled[j.ProjectID]
 			if !ok {

@@ -67,6 +67,18 @@ func newID(now time.Time) string {
 	return hex.EncodeToString(b[:])
 }
 
+// idTime reads the time a newFIFOID was made for.
+func idTime(id string) (int64, bool) {
+	if len(id) < 16 {
+		return 0, false
+	}
+	b, err := hex.DecodeString(id[:16])
+	if err != nil {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), true
+}
+
 // newFIFOID returns an id that sorts by the time given, oldest first: jobs
 // are keyed by when they are due.
 func newFIFOID(now time.Time) string {
