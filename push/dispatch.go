@@ -18,6 +18,9 @@ import (
 // leader is at work, so this one stops.
 var errDeposed = errors.New("push: job changed under the dispatcher (leadership moved)")
 
+// fireBatch is how many due schedules one transaction fires.
+const fireBatch = 64
+
 // maxRunners bounds the jobs worked on at once.
 const maxRunners = 16
 
@@ -124,6 +127,8 @@ func (d *dispatcher) noteLock(nid string) *sync.Mutex {
 func (d *dispatcher) fireDue(ctx context.Context) time.Time {
 	now := d.s.now()
 	enabled := map[string]bool{}
+	var batch []*firing
+	defer func() { d.commitFirings(ctx, batch, now) }()
 	after := ""
 	for ctx.Err() == nil {
 		docs, next, err := d.s.store.List(dueDir(), after, 256)
@@ -151,8 +156,14 @@ func (d *dispatcher) fireDue(ctx context.Context) time.Time {
 			if !on {
 				continue // held until the project's push is turned on
 			}
-			if err := d.fire(ctx, doc, e, now); err != nil && ctx.Err() == nil {
+			f, err := d.prepare(doc, e, now)
+			if err != nil {
 				d.s.logger.Warn("push scheduler: fire", "schedule", e.ScheduleID, "err", err)
+				continue
+			}
+			if batch = append(batch, f); len(batch) == fireBatch {
+				d.commitFirings(ctx, batch, now)
+				batch = nil
 			}
 		}
 		if next == "" {
@@ -163,23 +174,29 @@ func (d *dispatcher) fireDue(ctx context.Context) time.Time {
 	return time.Time{}
 }
 
-func (d *dispatcher) fire(ctx context.Context, dueDoc *raftstore.Document, e due, now time.Time) error {
+// firing is the transaction part that fires one due schedule.
+type firing struct {
+	conds []raftstore.Cond
+	ops   []raftstore.Op
+	log   func()
+}
+
+// prepare builds the firing of one due entry: a stale entry (cancelled or
+// fired schedule) is only deleted.
+func (d *dispatcher) prepare(dueDoc *raftstore.Document, e due, now time.Time) (*firing, error) {
 	scDoc, err := d.s.store.Get(schedulePath(e.ProjectID, e.ScheduleID))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var sc Schedule
 	if scDoc != nil {
 		if err := json.Unmarshal(scDoc.Data, &sc); err != nil {
-			return fmt.Errorf("decode schedule: %w", err)
+			return nil, fmt.Errorf("decode schedule: %w", err)
 		}
 	}
+	dueCond := raftstore.Cond{Path: dueDoc.Path, Kind: raftstore.CondRevision, Revision: dueDoc.Revision}
 	if scDoc == nil || sc.Status != StatusScheduled {
-		// Cancelled or fired: the index entry is stale.
-		_, err := d.s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
-			Conds: []raftstore.Cond{{Path: dueDoc.Path, Kind: raftstore.CondRevision, Revision: dueDoc.Revision}},
-			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: dueDoc.Path}}})
-		return err
+		return &firing{conds: []raftstore.Cond{dueCond}, ops: []raftstore.Op{{Kind: raftstore.OpDelete, Path: dueDoc.Path}}}, nil
 	}
 	targets, err := d.s.checkTarget(e.ProjectID, sc.Target)
 	if err != nil {
@@ -189,25 +206,53 @@ func (d *dispatcher) fire(ctx context.Context, dueDoc *raftstore.Document, e due
 		CreatedAt: formatTime(now), CreatedBy: sc.CreatedBy, ScheduleID: sc.ID, Targets: targets}
 	sc.Status, sc.FiredAt, sc.NotificationID = StatusSent, formatTime(now), note.ID
 	j := job{ID: newFIFOID(now), ProjectID: e.ProjectID, NID: note.ID, Target: sc.Target}
-	res, err := d.s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
-		Conds: []raftstore.Cond{
-			{Path: scDoc.Path, Kind: raftstore.CondRevision, Revision: scDoc.Revision},
-			{Path: dueDoc.Path, Kind: raftstore.CondRevision, Revision: dueDoc.Revision},
-		},
-		Ops: []raftstore.Op{
+	return &firing{
+		conds: []raftstore.Cond{{Path: scDoc.Path, Kind: raftstore.CondRevision, Revision: scDoc.Revision}, dueCond},
+		ops: []raftstore.Op{
 			{Kind: raftstore.OpDelete, Path: dueDoc.Path},
 			{Kind: raftstore.OpPut, Path: scDoc.Path, Data: mustJSON(sc)},
 			{Kind: raftstore.OpPut, Path: notificationPath(e.ProjectID, note.ID), Data: mustJSON(note)},
 			{Kind: raftstore.OpPut, Path: jobPath(j.ID), Data: mustJSON(j)},
-		}})
+		},
+		log: func() {
+			d.s.logger.Info("push schedule fired", "schedule", sc.ID, "notification", note.ID,
+				"late_ms", now.Sub(time.Unix(0, e.SendAt)).Milliseconds())
+		},
+	}, nil
+}
+
+// commitFirings fires schedules due together in one transaction; if one of
+// them moved meanwhile (a cancel won the race), each is tried alone.
+func (d *dispatcher) commitFirings(ctx context.Context, fs []*firing, now time.Time) {
+	if len(fs) == 0 {
+		return
+	}
+	t := &raftstore.Txn{Time: now.UnixNano()}
+	for _, f := range fs {
+		t.Conds = append(t.Conds, f.conds...)
+		t.Ops = append(t.Ops, f.ops...)
+	}
+	res, err := d.s.store.Txn(ctx, t)
 	if err != nil {
-		return err
+		if ctx.Err() == nil {
+			d.s.logger.Warn("push scheduler: fire", "err", err)
+		}
+		return
 	}
 	if res.OK() {
-		d.s.logger.Info("push schedule fired", "schedule", sc.ID, "notification", note.ID,
-			"late_ms", now.Sub(time.Unix(0, e.SendAt)).Milliseconds())
+		for _, f := range fs {
+			if f.log != nil {
+				f.log()
+			}
+		}
+		return
 	}
-	return nil
+	if len(fs) == 1 {
+		return // it moved: the next pass judges it again
+	}
+	for _, f := range fs {
+		d.commitFirings(ctx, []*firing{f}, now)
+	}
 }
 
 // ---- dispatcher --------------------------------------------------------------
