@@ -321,7 +321,7 @@ func (d *dispatcher) startJobs(ctx context.Context) {
 				d.mu.Unlock()
 				continue
 			}
-			r := &runner{d: d, j: j, rev: cur.Revision}
+			r := &runner{d: d, j: j, rev: cur.Revision, jid: j.ID, pid: j.ProjectID, nid: j.NID, aud: j.Target}
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
@@ -347,6 +347,10 @@ func (d *dispatcher) startJobs(ctx context.Context) {
 type runner struct {
 	d *dispatcher
 
+	// The job's fixed fields, read without the lock.
+	jid, pid, nid string
+	aud           Target
+
 	mu       sync.Mutex // guards j and rev: every write of the job record
 	j        job
 	rev      uint64
@@ -371,16 +375,16 @@ type batch struct {
 
 func (r *runner) run(ctx context.Context) error {
 	s := r.d.s
-	pid := r.j.ProjectID
-	nd, err := s.store.Get(notificationPath(pid, r.j.NID))
+	pid := r.pid
+	nd, err := s.store.Get(notificationPath(pid, r.nid))
 	if err != nil {
 		return err
 	}
 	if nd == nil {
 		// The notification is gone: nothing to deliver.
 		_, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}},
-			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.j.ID)}}})
+			Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}},
+			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.jid)}}})
 		return err
 	}
 	var note Notification
@@ -462,7 +466,7 @@ func (r *runner) run(ctx context.Context) error {
 	if len(r.j.Inflight) == 0 {
 		// Every batch is marked: the last mark may have finished the job
 		// already; if the job ran out of users with nothing in flight, end it.
-		if d, err := s.store.Get(jobPath(r.j.ID)); err == nil && d != nil && d.Revision == r.rev {
+		if d, err := s.store.Get(jobPath(r.jid)); err == nil && d != nil && d.Revision == r.rev {
 			return r.finish(ctx)
 		}
 	}
@@ -471,7 +475,7 @@ func (r *runner) run(ctx context.Context) error {
 
 // usersAfter lists up to limit user ids of the target after cursor, in order.
 func (r *runner) usersAfter(cursor string, limit int) ([]string, bool, error) {
-	s, pid, t := r.d.s, r.j.ProjectID, r.j.Target
+	s, pid, t := r.d.s, r.pid, r.aud
 	var dir string
 	switch {
 	case t.Project:
@@ -508,7 +512,7 @@ func (r *runner) usersAfter(cursor string, limit int) ([]string, bool, error) {
 }
 
 func (r *runner) devices(uid string) ([]Device, error) {
-	docs, _, err := r.d.s.store.List(devicesDir(r.j.ProjectID, uid), "", MaxDevicesByUser)
+	docs, _, err := r.d.s.store.List(devicesDir(r.pid, uid), "", MaxDevicesByUser)
 	if err != nil {
 		return nil, err
 	}
@@ -523,7 +527,7 @@ func (r *runner) devices(uid string) ([]Device, error) {
 }
 
 func (r *runner) prefs(uid string) (Prefs, error) {
-	d, err := r.d.s.store.Get(prefsPath(r.j.ProjectID, uid))
+	d, err := r.d.s.store.Get(prefsPath(r.pid, uid))
 	if err != nil {
 		return Prefs{}, err
 	}
@@ -582,7 +586,7 @@ func (r *runner) claim(ctx context.Context) (*batch, error) {
 		default:
 			ndev += len(devs)
 			b.recipients = append(b.recipients, recipient{uid: uid, devices: devs})
-			ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: inboxPath(r.j.ProjectID, uid, r.j.NID),
+			ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: inboxPath(r.pid, uid, r.nid),
 				Data: mustJSON(r.inboxEntry(len(devs), now))})
 		}
 	}
@@ -590,7 +594,7 @@ func (r *runner) claim(ctx context.Context) (*batch, error) {
 		last = false
 	}
 	for _, at := range sortedKeys(deferred) {
-		dj := job{ID: newFIFOID(time.Unix(0, at)), ProjectID: r.j.ProjectID, NID: r.j.NID, Target: Target{Users: deferred[at]}, DueAt: at}
+		dj := job{ID: newFIFOID(time.Unix(0, at)), ProjectID: r.pid, NID: r.nid, Target: Target{Users: deferred[at]}, DueAt: at}
 		ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(dj.ID), Data: mustJSON(dj)})
 	}
 	next := r.j
@@ -625,7 +629,7 @@ func sortedKeys(m map[int64][]string) []int64 {
 }
 
 func (r *runner) inboxEntry(devices int, now time.Time) InboxEntry {
-	return InboxEntry{ID: r.j.NID, Title: r.content.Title, Body: r.content.Body, Data: r.content.Data,
+	return InboxEntry{ID: r.nid, Title: r.content.Title, Body: r.content.Body, Data: r.content.Data,
 		Category: r.content.Category, Target: r.target, Status: StatusDelivered,
 		CreatedAt: r.created, SentAt: formatTime(now), Devices: devices}
 }
@@ -635,8 +639,8 @@ func (r *runner) inboxEntry(devices int, now time.Time) InboxEntry {
 func (r *runner) writeJob(ctx context.Context, next job, ops []raftstore.Op) error {
 	s := r.d.s
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-		Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}},
-		Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: jobPath(r.j.ID), Data: mustJSON(next)}}, ops...)})
+		Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}},
+		Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: jobPath(r.jid), Data: mustJSON(next)}}, ops...)})
 	if err != nil {
 		return err
 	}
@@ -704,7 +708,7 @@ func (r *runner) deliver(ctx context.Context, b *batch) error {
 			}
 		} else {
 			var err error
-			results, err = s.sender.Send(ctx, r.j.ProjectID, r.creds, r.credsRev, msgs)
+			results, err = s.sender.Send(ctx, r.pid, r.creds, r.credsRev, msgs)
 			if err != nil {
 				return err // outcome unknown: the claim stays for the next leader
 			}
@@ -719,8 +723,8 @@ func (r *runner) deliver(ctx context.Context, b *batch) error {
 		case Gone:
 			c.pruned++
 			th := tokenHash(msgs[i].Token)
-			prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: devicePath(r.j.ProjectID, owners[i], th), IfExists: true})
-			if od, err := s.store.Get(tokenPath(r.j.ProjectID, th)); err == nil && od != nil {
+			prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: devicePath(r.pid, owners[i], th), IfExists: true})
+			if od, err := s.store.Get(tokenPath(r.pid, th)); err == nil && od != nil {
 				var o tokenOwner
 				if json.Unmarshal(od.Data, &o) == nil && o.UserID == owners[i] {
 					prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: od.Path, IfExists: true})
@@ -743,7 +747,7 @@ type counts struct {
 // notification, in one transaction; the last mark of an exhausted job ends it.
 func (r *runner) mark(ctx context.Context, id int, c counts, prune []raftstore.Op) error {
 	s := r.d.s
-	lock := r.d.noteLock(r.j.NID)
+	lock := r.d.noteLock(r.nid)
 	lock.Lock()
 	defer lock.Unlock()
 	r.mu.Lock()
@@ -761,12 +765,12 @@ func (r *runner) mark(ctx context.Context, id int, c counts, prune []raftstore.O
 		if err != nil {
 			return err
 		}
-		jobOp := raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(r.j.ID), Data: mustJSON(next)}
+		jobOp := raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(r.jid), Data: mustJSON(next)}
 		if final {
-			jobOp = raftstore.Op{Kind: raftstore.OpDelete, Path: jobPath(r.j.ID)}
+			jobOp = raftstore.Op{Kind: raftstore.OpDelete, Path: jobPath(r.jid)}
 		}
 		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
+			Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
 			Ops:   append(append([]raftstore.Op{jobOp}, noteOps...), prune...)})
 		if err != nil {
 			return err
@@ -793,8 +797,8 @@ func (r *runner) finish(ctx context.Context) error {
 			return err
 		}
 		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: jobPath(r.j.ID), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
-			Ops:   append([]raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.j.ID)}}, noteOps...)})
+			Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
+			Ops:   append([]raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.jid)}}, noteOps...)})
 		if err != nil {
 			return err
 		}
@@ -811,7 +815,7 @@ func (r *runner) finish(ctx context.Context) error {
 // noteUpdate adds c to the notification's counts; final marks it sent when
 // this is its main job (deferred jobs only add counts).
 func (r *runner) noteUpdate(c counts, final bool) ([]raftstore.Op, raftstore.Cond, error) {
-	path := notificationPath(r.j.ProjectID, r.j.NID)
+	path := notificationPath(r.pid, r.nid)
 	d, err := r.d.s.store.Get(path)
 	if err != nil {
 		return nil, raftstore.Cond{}, err
@@ -831,7 +835,7 @@ func (r *runner) noteUpdate(c counts, final bool) ([]raftstore.Op, raftstore.Con
 	if c.lastErr != "" {
 		n.LastError = c.lastErr
 	}
-	if len(r.j.Target.Users) == 0 {
+	if len(r.aud.Users) == 0 {
 		if final {
 			n.Status = StatusSent
 			n.SentAt = formatTime(r.d.s.now())
