@@ -409,7 +409,19 @@ func (r *runner) run(ctx context.Context) error {
 			r.mu.Unlock()
 		}
 	}
-	// First the batches a previous leader claimed and did not mark.
+	// First the batches a previous leader (or runner) claimed and did not
+	// mark. Take the job over with a commit before resending them: it
+	// proves this node still leads with a quorum (a closing or deposed
+	// leader fails here instead of sending them once more) and fences out
+	// the runner that claimed them.
+	if len(r.j.Inflight) > 0 {
+		r.mu.Lock()
+		err := r.writeJob(ctx, r.j, nil)
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	for _, f := range append([]flight(nil), r.j.Inflight...) {
 		b, err := r.reload(f)
 		if err != nil {
