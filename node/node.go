@@ -203,7 +203,11 @@ func Start(cfg Config) (*Node, error) {
 	}
 	sender := cfg.PushSender
 	if sender == nil {
-		sender = push.NewFCMSender(cfg.FCMEndpoint, logger)
+		fcm := push.NewFCMSender(cfg.FCMEndpoint, logger)
+		// One idle connection per request in flight: batches × the SDK's
+		// 50 workers per SendEach.
+		fcm.MaxConns = max(fcm.MaxConns, push.DefaultInFlight(cfg.PushTuning.InFlight)*50+12)
+		sender = fcm
 	}
 	n.Push, err = push.NewService(push.Config{Store: n.Store, Clock: cfg.Clock, Sealer: pushSealer, Sender: sender,
 		Feed: n.Store.Feed(), Logger: logger, Tuning: cfg.PushTuning})

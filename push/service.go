@@ -72,13 +72,19 @@ type Tuning struct {
 	Poll time.Duration
 }
 
+// DefaultInFlight is n, or the default batches in flight (8) when n <= 0.
+func DefaultInFlight(n int) int {
+	if n <= 0 {
+		return 8
+	}
+	return n
+}
+
 func (t Tuning) withDefaults() Tuning {
 	if t.BatchSize <= 0 || t.BatchSize > 500 {
 		t.BatchSize = 500
 	}
-	if t.InFlight <= 0 {
-		t.InFlight = 8
-	}
+	t.InFlight = DefaultInFlight(t.InFlight)
 	if t.Poll <= 0 {
 		t.Poll = 100 * time.Millisecond
 	}

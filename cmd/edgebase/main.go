@@ -35,7 +35,7 @@ Usage:
                  [--advertise-http URL] [--advertise-raft HOST:PORT] [--join URL[,URL]]
                  [--edge] [--admin-token T] [--cluster-secret S] [--dev]
                  [--secret-key-file FILE | --secret-key KEY] [--session-ttl 720h]
-                 [--trusted-proxies CIDR[,CIDR]] [--changelog-retention 1h] [--fcm-endpoint URL] [--log-level info]
+                 [--trusted-proxies CIDR[,CIDR]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
   edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json]
   edgebase cluster status|remove --server URL --admin-token T [--node-id ID]
   edgebase backup --server URL --admin-token T --out FILE
@@ -146,6 +146,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.SecretKeyFile, "secret-key-file", "", "file holding the secret key")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", auth.DefaultSessionTTL, "how long a session token lasts")
 	fs.DurationVar(&cfg.ChangeLogRetention, "changelog-retention", time.Hour, "how long each node keeps changes for realtime clients resuming with since")
+	fs.IntVar(&cfg.PushTuning.InFlight, "push-inflight", 8, "push batches (of up to 500 messages, 50 requests each) the leader sends at once; raise it with the round trip to FCM")
 	fs.StringVar(&cfg.FCMEndpoint, "fcm-endpoint", "", "an FCM-compatible endpoint for push (e.g. http://127.0.0.1:9099/v1 for a local stand-in); empty is Google's FCM")
 	fs.StringVar(&trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
