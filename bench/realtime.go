@@ -216,42 +216,18 @@ func startRealtime(ctx context.Context, e *env, s *scenario, logf func(string, .
 	}}
 	t0 := time.Now()
 	rs.subs = make([]*rtSubscriber, n)
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	for range min(n, rtDialers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				mu.Lock()
-				stop := firstErr != nil
-				mu.Unlock()
-				if i >= n || stop || ctx.Err() != nil {
-					return
-				}
-				sub, err := rs.connect(ctx)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("subscriber %d of %d on %s: %w", i+1, n, node.id, err)
-					}
-					mu.Unlock()
-					return
-				}
-				rs.subs[i] = sub
-				if d := done.Add(1); n >= 5000 && d%2000 == 0 {
-					logf("bench: %s: %d of %d subscribers connected in %v", s.Name, d, n, time.Since(t0).Round(time.Millisecond))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
+	var done atomic.Int64
+	firstErr := parallel(ctx, n, rtDialers, func(i int) error {
+		sub, err := rs.connect(ctx)
+		if err != nil {
+			return fmt.Errorf("subscriber %d of %d on %s: %w", i+1, n, node.id, err)
+		}
+		rs.subs[i] = sub
+		if d := done.Add(1); n >= 5000 && d%2000 == 0 {
+			logf("bench: %s: %d of %d subscribers connected in %v", s.Name, d, n, time.Since(t0).Round(time.Millisecond))
+		}
+		return nil
+	})
 	if firstErr != nil {
 		rs.subs = slices.DeleteFunc(rs.subs, func(s *rtSubscriber) bool { return s == nil })
 		rs.close(logf)
