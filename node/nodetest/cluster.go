@@ -128,9 +128,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c := &Cluster{t: t, opts: opts}
 	base := t.TempDir()
+	taken := map[string]bool{}
 	for i := 0; i < opts.Voters+opts.Edges; i++ {
 		m := &Member{ID: fmt.Sprintf("n%d", i+1), Edge: i >= opts.Voters, DataDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			HTTPAddr: freeAddr(t), RaftAddr: freeAddr(t), logs: &lockedBuffer{}}
+			HTTPAddr: freeAddr(t, taken), RaftAddr: freeAddr(t, taken), logs: &lockedBuffer{}}
 		if m.Edge {
 			m.ID = fmt.Sprintf("e%d", i-opts.Voters+1)
 		}
@@ -343,14 +344,23 @@ func CheckFor(t testing.TB, total, step time.Duration, f func() error) {
 	}
 }
 
-func freeAddr(t testing.TB) string {
+// freeAddr returns a loopback address that is free now and not already in
+// taken (the kernel may hand a just-closed port out again, and the cluster's
+// nodes only bind theirs later), and adds it to taken.
+func freeAddr(t testing.TB, taken map[string]bool) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		if !taken[addr] {
+			taken[addr] = true
+			return addr
+		}
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // lockedBuffer collects a node's log lines safely across goroutines.
