@@ -20,7 +20,7 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 	if err := ValidatePassword(next); err != nil {
 		return nil, &FieldError{Field: "newPassword", Err: err}
 	}
-	at := attempt{kind: kindPassword, pid: p.ProjectID, email: p.Email, addr: addr}
+	at := attempt{kind: kindPassword, action: actionChangePassword, pid: p.ProjectID, email: p.Email, addr: addr}
 	if err := s.checkLimits(at); err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 	if err := ValidatePassword(next); err != nil {
 		return 0, &FieldError{Field: "newPassword", Err: err}
 	}
-	at := attempt{kind: kindReset, pid: pid, email: email, addr: addr}
+	at := attempt{kind: kindReset, action: actionResetPassword, pid: pid, email: email, addr: addr}
 	if err := s.checkLimits(at); err != nil {
 		return 0, err
 	}

@@ -85,10 +85,11 @@ const (
 // so unknown emails are limited exactly like known ones) and the client
 // address. An empty addr (an in-process caller) skips the address rules.
 type attempt struct {
-	kind  attemptKind
-	pid   string
-	email string
-	addr  string
+	kind   attemptKind
+	action string // what is attempted, for the rate-limited metric
+	pid    string
+	email  string
+	addr   string
 }
 
 // bucket is one counter of failures.
@@ -181,6 +182,7 @@ func (s *Service) limitGate(a attempt) ([]raftstore.Cond, error) {
 		conds = append(conds, raftstore.Cond{Path: br.path, Kind: raftstore.CondRevision, Revision: rev})
 	}
 	if wait > 0 {
+		s.metrics.limited(a.action)
 		return nil, &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
 	}
 	return conds, nil
@@ -272,6 +274,7 @@ func (s *Service) addFailure(txn *raftstore.Txn, a attempt) error {
 		txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: br.path, Data: mustJSON(b)})
 	}
 	if wait > 0 {
+		s.metrics.limited(a.action)
 		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
 	}
 	return nil

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -46,6 +48,8 @@ type Config struct {
 	// Limits are the brute-force limits (DefaultLimits when zero).
 	Limits *Limits
 	Logger *slog.Logger
+	// Registerer receives the auth metrics (nil: none are kept).
+	Registerer prometheus.Registerer
 }
 
 // Service implements projects, API keys, accounts and sessions on the tree.
@@ -61,6 +65,7 @@ type Service struct {
 	// failGate serialises failure counting on this node: a burst of guesses
 	// would otherwise mostly collide on the same counters and retry.
 	failGate chan struct{}
+	metrics  *authMetrics // nil: off
 
 	rulesMu    sync.Mutex
 	rulesCache map[string]cachedRules
@@ -95,9 +100,13 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Limits != nil {
 		limits = *cfg.Limits
 	}
+	m, err := newAuthMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("auth: register metrics: %w", err)
+	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL,
 		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{},
-		failGate: make(chan struct{}, 1)}, nil
+		failGate: make(chan struct{}, 1), metrics: m}, nil
 }
 
 // Roles.
@@ -410,7 +419,13 @@ type LoginResult struct {
 // password are the same error and cost the same hashing work. addr is the
 // client's address for the brute-force limits.
 func (s *Service) Login(ctx context.Context, pid, email, password, addr string) (*LoginResult, error) {
-	at := attempt{kind: kindPassword, pid: pid, email: email, addr: addr}
+	res, err := s.login(ctx, pid, email, password, addr)
+	s.metrics.login(res, err)
+	return res, err
+}
+
+func (s *Service) login(ctx context.Context, pid, email, password, addr string) (*LoginResult, error) {
+	at := attempt{kind: kindPassword, action: actionLogin, pid: pid, email: email, addr: addr}
 	if err := s.checkLimits(at); err != nil {
 		return nil, err
 	}
@@ -571,59 +586,89 @@ func decodeJSON(doc *raftstore.Document, v any) error {
 // caller chooses the state's freshness (a strong sync makes a token issued or
 // revoked anywhere count here).
 func (s *Service) Authenticate(token string) (*Principal, error) {
+	p, _, err := s.AuthenticateGuard(token)
+	return p, err
+}
+
+// AuthenticateGuard is Authenticate that also returns the conditions under
+// which its answer holds: the session and the account documents it read, at
+// the revisions it read them. A write that carries them commits only if, at
+// its own revision, the token still resolves to the same principal (not
+// revoked, not ended by a password change, same role), so the check may read
+// this node's local state, however stale, instead of a strong read.
+func (s *Service) AuthenticateGuard(token string) (*Principal, []raftstore.Cond, error) {
 	if token == "" {
-		return nil, ErrMissingToken
+		return nil, nil, ErrMissingToken
+	}
+	sdoc, err := s.store.Get(sessionPath(HashToken(token)))
+	if err != nil {
+		return nil, nil, err
+	}
+	if sdoc == nil {
+		return nil, nil, ErrInvalidToken
 	}
 	var sess session
-	ok, err := s.getJSON(sessionPath(HashToken(token)), &sess)
-	if err != nil {
-		return nil, err
+	if err := decodeJSON(sdoc, &sess); err != nil {
+		return nil, nil, err
 	}
-	if !ok || s.now().Unix() >= sess.ExpiresAt {
-		return nil, ErrInvalidToken
+	if s.now().Unix() >= sess.ExpiresAt {
+		return nil, nil, ErrInvalidToken
 	}
-	acc, err := s.account(sess.ProjectID, sess.UserID)
+	acc, accRev, err := s.accountRev(sess.ProjectID, sess.UserID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if acc == nil || acc.SessionGen != sess.Gen {
-		return nil, ErrInvalidToken
+		return nil, nil, ErrInvalidToken
+	}
+	guard := []raftstore.Cond{
+		{Path: sdoc.Path, Kind: raftstore.CondRevision, Revision: sdoc.Revision},
+		{Path: userPath(sess.ProjectID, sess.UserID), Kind: raftstore.CondRevision, Revision: accRev},
 	}
 	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
-		ExpiresAt: time.Unix(sess.ExpiresAt, 0)}, nil
+		ExpiresAt: time.Unix(sess.ExpiresAt, 0)}, guard, nil
 }
 
 // Rules returns the project's compiled access rules (the defaults when the
 // owner set none), compiled once per revision of the rules document.
 func (s *Service) Rules(pid string) (*CompiledRules, error) {
+	c, _, err := s.RulesGuard(pid)
+	return c, err
+}
+
+// RulesGuard is Rules that also returns the condition under which they are
+// the project's rules: its rules document at the revision read (0: none, the
+// defaults). See AuthenticateGuard.
+func (s *Service) RulesGuard(pid string) (*CompiledRules, raftstore.Cond, error) {
+	guard := raftstore.Cond{Path: rulesPath(pid), Kind: raftstore.CondRevision}
 	doc, err := s.store.Get(rulesPath(pid))
 	if err != nil {
-		return nil, err
+		return nil, guard, err
 	}
-	var rev uint64
 	if doc != nil {
-		rev = doc.Revision
+		guard.Revision = doc.Revision
 	}
+	rev := guard.Revision
 	s.rulesMu.Lock()
 	c, ok := s.rulesCache[pid]
 	s.rulesMu.Unlock()
 	if ok && c.revision == rev {
-		return c.rules, nil
+		return c.rules, guard, nil
 	}
 	rs := DefaultRules()
 	if doc != nil {
 		if err := json.Unmarshal(doc.Data, &rs); err != nil {
-			return nil, fmt.Errorf("decode rules of %s: %w", pid, err)
+			return nil, guard, fmt.Errorf("decode rules of %s: %w", pid, err)
 		}
 	}
 	compiled, err := CompileRules(rs)
 	if err != nil {
-		return nil, fmt.Errorf("compile stored rules of %s: %w", pid, err)
+		return nil, guard, fmt.Errorf("compile stored rules of %s: %w", pid, err)
 	}
 	s.rulesMu.Lock()
 	s.rulesCache[pid] = cachedRules{revision: rev, rules: compiled}
 	s.rulesMu.Unlock()
-	return compiled, nil
+	return compiled, guard, nil
 }
 
 // SetRules validates, compiles and stores a project's rules; returns the revision.

@@ -265,6 +265,12 @@ func recoveryHash(salt, code string) string {
 // and a TOTP or recovery code give a session. A ticket is single use, lasts
 // TicketTTL and is void after MaxTicketFailures wrong codes.
 func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr string) (*AuthResult, error) {
+	res, err := s.loginVerify(ctx, pid, ticketTok, code, addr)
+	s.metrics.loginVerify(err)
+	return res, err
+}
+
+func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr string) (*AuthResult, error) {
 	if ticketTok == "" {
 		return nil, ErrInvalidTicket
 	}
@@ -294,7 +300,7 @@ func (s *Service) LoginVerify(ctx context.Context, pid, ticketTok, code, addr st
 		if acc == nil || acc.SessionGen != t.Gen || !acc.totpEnabled() {
 			return nil, ErrInvalidTicket
 		}
-		at := attempt{kind: kindCode, pid: pid, email: acc.Email, addr: addr}
+		at := attempt{kind: kindCode, action: actionLoginVerify, pid: pid, email: acc.Email, addr: addr}
 		if err := s.checkLimits(at); err != nil {
 			return nil, err
 		}
@@ -375,7 +381,7 @@ func (s *Service) commitFailure(ctx context.Context, txn *raftstore.Txn, a attem
 // and returns a single-use token for reset-password. Unknown emails,
 // accounts without TOTP and wrong codes all answer ErrInvalidCode.
 func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr string) (*VerifyResult, error) {
-	at := attempt{kind: kindCode, pid: pid, email: email, addr: addr}
+	at := attempt{kind: kindCode, action: actionVerifyReset, pid: pid, email: email, addr: addr}
 	if err := s.checkLimits(at); err != nil {
 		return nil, err
 	}
@@ -411,7 +417,7 @@ func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr str
 // DisableTOTP turns the second factor off after a current TOTP or recovery
 // code proves the caller still holds it.
 func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr string) (*User, uint64, error) {
-	at := attempt{kind: kindCode, pid: p.ProjectID, email: p.Email, addr: addr}
+	at := attempt{kind: kindCode, action: actionDisableTOTP, pid: p.ProjectID, email: p.Email, addr: addr}
 	if err := s.checkLimits(at); err != nil {
 		return nil, 0, err
 	}

@@ -9,12 +9,15 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
@@ -57,7 +60,11 @@ type Accounts interface {
 	DisableTOTP(ctx context.Context, p *auth.Principal, code, addr string) (*auth.User, uint64, error)
 	Me(pid, uid string) (*auth.User, error)
 	Authenticate(token string) (*auth.Principal, error)
+	// AuthenticateGuard and RulesGuard also return the conditions a write
+	// carries so that a check made on local state holds at its commit.
+	AuthenticateGuard(token string) (*auth.Principal, []raftstore.Cond, error)
 	Rules(pid string) (*auth.CompiledRules, error)
+	RulesGuard(pid string) (*auth.CompiledRules, raftstore.Cond, error)
 	SetRules(ctx context.Context, pid string, rs auth.RuleSet) (uint64, error)
 	Origins(pid string) ([]string, error)
 	SetOrigins(ctx context.Context, p *auth.Principal, origins []string) ([]string, uint64, error)
@@ -83,6 +90,10 @@ type Config struct {
 	// X-Forwarded-For names the client (for the brute-force limits). Empty:
 	// the client is the TCP peer.
 	TrustedProxies []netip.Prefix
+	// Registerer receives the request metrics (nil: none are kept).
+	Registerer prometheus.Registerer
+	// Metrics serves GET /metrics, open like /healthz (nil: no route).
+	Metrics http.Handler
 }
 
 // Server is the HTTP API of one node.
@@ -98,7 +109,10 @@ type Server struct {
 	proxies      []netip.Prefix
 	realtime     *realtime.Server
 	push         Push
-	mux          *http.ServeMux
+	mux          *routeMux
+	routeLabels  map[string]string // registered pattern → route label
+	metrics      *httpMetrics      // nil: off
+	metricsPage  http.Handler
 }
 
 // New builds the API handler.
@@ -116,8 +130,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReadTimeout = 5 * time.Second
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
-		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: http.NewServeMux()}
+		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: newRouteMux(),
+		metricsPage: cfg.Metrics}
 	s.routes()
+	s.routeLabels = routeLabels(s.mux.patterns)
+	var err error
+	if s.metrics, err = newHTTPMetrics(cfg.Registerer, s.routeLabels); err != nil {
+		return nil, fmt.Errorf("httpapi: register metrics: %w", err)
+	}
 	return s, nil
 }
 
@@ -140,6 +160,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/admin/backup", s.admin(s.handleBackup))
 	s.mux.HandleFunc("/healthz", s.handleHealthz)
 	s.mux.HandleFunc("/readyz", s.handleReadyz)
+	if s.metricsPage != nil {
+		s.mux.HandleFunc("/metrics", s.handleMetrics)
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, newError(http.StatusNotFound, "not_found", "no such route"))
 	})
@@ -154,8 +177,10 @@ func requestID(ctx context.Context) string {
 	return id
 }
 
-// ServeHTTP adds the request id, recovers panics into a 500 and dispatches.
+// ServeHTTP adds the request id, recovers panics into a 500 and dispatches;
+// every answer is counted and timed by route and logged at debug level.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	id := r.Header.Get("X-Request-Id")
 	if !validRequestID(id) {
 		var b [12]byte
@@ -164,6 +189,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", id)
 	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+	sw := &statusWriter{ResponseWriter: w, srv: s, req: r, id: id, start: start}
+	w = sw
+	if s.metrics != nil {
+		s.metrics.inFlight.Inc()
+	}
+	defer sw.finish()
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {

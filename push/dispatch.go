@@ -178,7 +178,8 @@ func (d *dispatcher) fireDue(ctx context.Context) time.Time {
 type firing struct {
 	conds []raftstore.Cond
 	ops   []raftstore.Op
-	log   func()
+	log   func()        // nil for a stale entry that is only deleted
+	late  time.Duration // fire time minus sendAt
 }
 
 // prepare builds the firing of one due entry: a stale entry (cancelled or
@@ -218,6 +219,7 @@ func (d *dispatcher) prepare(dueDoc *raftstore.Document, e due, now time.Time) (
 			d.s.logger.Info("push schedule fired", "schedule", sc.ID, "notification", note.ID,
 				"late_ms", now.Sub(time.Unix(0, e.SendAt)).Milliseconds())
 		},
+		late: now.Sub(time.Unix(0, e.SendAt)),
 	}, nil
 }
 
@@ -243,6 +245,7 @@ func (d *dispatcher) commitFirings(ctx context.Context, fs []*firing, now time.T
 		for _, f := range fs {
 			if f.log != nil {
 				f.log()
+				d.s.metrics.fired(f.late)
 			}
 		}
 		return
@@ -789,6 +792,7 @@ func (r *runner) mark(ctx context.Context, id int, c counts, prune []raftstore.O
 		}
 		if res.OK() {
 			r.j, r.rev = next, res.Revision
+			s.metrics.marked(c)
 			return nil
 		}
 		if res.Err != raftstore.ErrCodeCondFailed || res.Index == 0 {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -58,6 +60,8 @@ type Config struct {
 	Feed   *raftstore.Feed
 	Logger *slog.Logger
 	Tuning Tuning
+	// Registerer receives the push metrics (nil: none are kept).
+	Registerer prometheus.Registerer
 }
 
 // Tuning sizes the dispatcher.
@@ -101,6 +105,8 @@ type Service struct {
 	feed   *raftstore.Feed
 	logger *slog.Logger
 	tuning Tuning
+	// metrics is nil when off.
+	metrics *pushMetrics
 	// zones caches loaded time zones: LoadLocation reads the zone data
 	// each time, and the dispatcher needs one per recipient.
 	zones sync.Map // name → *time.Location
@@ -130,8 +136,13 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Service{store: cfg.Store, clock: cfg.Clock, sealer: cfg.Sealer, sender: cfg.Sender, feed: cfg.Feed,
-		logger: cfg.Logger, tuning: cfg.Tuning.withDefaults()}, nil
+	s := &Service{store: cfg.Store, clock: cfg.Clock, sealer: cfg.Sealer, sender: cfg.Sender, feed: cfg.Feed,
+		logger: cfg.Logger, tuning: cfg.Tuning.withDefaults()}
+	var err error
+	if s.metrics, err = newPushMetrics(cfg.Registerer, s); err != nil {
+		return nil, fmt.Errorf("push: register metrics: %w", err)
+	}
+	return s, nil
 }
 
 func (s *Service) now() time.Time { return s.clock.Now() }
@@ -649,6 +660,7 @@ func (s *Service) Send(ctx context.Context, c Caller, t Target, content Content)
 	if err != nil {
 		return nil, 0, err
 	}
+	s.metrics.queuedOne()
 	return note, res.Revision, nil
 }
 

@@ -527,7 +527,7 @@ func rawSend(t testing.TB, s *Server, bearer, body string) *http.Request {
 // bearer obtains an access token the way golang.org/x/oauth2/google does.
 func bearer(t testing.TB, s *Server, project string) string {
 	t.Helper()
-	creds, err := google.CredentialsFromJSON(context.Background(), s.ServiceAccountJSON(project), ScopeFirebaseMessaging)
+	creds, err := google.CredentialsFromJSONWithType(context.Background(), s.ServiceAccountJSON(project), google.ServiceAccount, ScopeFirebaseMessaging)
 	if err != nil {
 		t.Fatal(err)
 	}
