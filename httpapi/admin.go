@@ -91,17 +91,56 @@ func (s *Server) handleRemoveNode(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
 }
 
-// handleBackup streams a consistent snapshot of the whole tree.
+// handleBackup streams a backup of the whole tree (raftstore's backup
+// format). Its revision is known only once the stream is read, so it comes
+// as the X-Revision trailer; the file carries it too. A failure before the
+// first byte is an ordinary error response; after it, the stream stops
+// short and the file fails its own checks (no end record).
 func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		s.writeError(w, r, methodNotAllowed("GET"))
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	if _, err := s.cluster.Backup(r.Context(), w); err != nil {
-		// Headers may be gone already; the truncated stream fails to load.
+	bw := &backupResponse{w: w, rc: http.NewResponseController(w)}
+	// The deadlines bound a client that stops reading (the backup holds a
+	// read transaction open); the connection may serve more requests after.
+	defer func() { _ = bw.rc.SetWriteDeadline(time.Time{}) }()
+	rev, err := s.cluster.Backup(r.Context(), bw)
+	if err != nil {
+		if !bw.started {
+			s.writeError(w, r, err)
+			return
+		}
 		s.logger.Error("backup failed", "request_id", requestID(r.Context()), "err", err)
+		return
 	}
+	w.Header().Set("X-Revision", itoa(rev))
+}
+
+// backupStall is how long one write of the backup stream may block.
+const backupStall = 2 * time.Minute
+
+// backupResponse sets the stream's headers on its first write, and a write
+// deadline on every write.
+type backupResponse struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func (b *backupResponse) Write(p []byte) (int, error) {
+	_ = b.rc.SetWriteDeadline(time.Now().Add(backupStall)) // unsupported: no deadline
+	if !b.started {
+		b.started = true
+		h := b.w.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Disposition", `attachment; filename="edgebase.backup"`)
+		// It holds password hashes and sealed secrets: no cache keeps a copy.
+		h.Set("Cache-Control", "no-store")
+		h.Set("Trailer", "X-Revision")
+		b.w.WriteHeader(http.StatusOK)
+	}
+	return b.w.Write(p)
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
@@ -116,6 +155,13 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	notReady := func(why string) {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready", "reason": why})
+	}
+	// A node removed from the cluster says so (the store's Removed).
+	if rc, ok := s.cluster.(interface{ Removed() error }); ok {
+		if err := rc.Removed(); err != nil {
+			notReady(err.Error())
+			return
+		}
 	}
 	if s.cluster.LeaderID() == "" {
 		notReady("no leader known")

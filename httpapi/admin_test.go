@@ -1,12 +1,15 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/edgebase/edgebase/node/nodetest"
+	"github.com/edgebase/edgebase/raftstore"
 )
 
 // TestAdmin covers the operator endpoints and the routes outside /api.
@@ -115,6 +118,16 @@ func clusterScenarios() []scenario {
 		{name: "status with a user token is 401", as: "user", url: "/admin/cluster", headers: map[string]string{}, status: 401, code: "invalid_token"},
 		{name: "POST status is 405", method: "POST", url: "/admin/cluster", status: 405, code: "method_not_allowed"},
 		{name: "removing an unknown node is 404", method: "DELETE", url: "/admin/cluster/nodes/nope", status: 404, code: "not_found"},
+		{name: "removing the only voter is 409 and changes nothing", method: "DELETE", url: "/admin/cluster/nodes/n1", status: 409, code: "last_voter",
+			check: func(t *testing.T, e *env, v vars, r reply) {
+				if !strings.Contains(string(r.Body), "cannot remove the only voter; the cluster would have no quorum") {
+					t.Errorf("answer %s", r.Body)
+				}
+				st := e.mustSend(t, "GET", "/admin/cluster", map[string]string{"Authorization": "Bearer " + nodetest.AdminToken}, "")
+				if st.Status != http.StatusOK || !strings.Contains(string(st.Body), `"id":"n1"`) || !strings.Contains(string(st.Body), `"state":"leader"`) {
+					t.Errorf("cluster after the refused removal: %d %s", st.Status, st.Body)
+				}
+			}},
 		{name: "removing without a token is 401", method: "DELETE", url: "/admin/cluster/nodes/n1", headers: map[string]string{}, status: 401, code: "missing_token"},
 		{name: "GET a node is 405", url: "/admin/cluster/nodes/n1", status: 405, code: "method_not_allowed"},
 		{name: "backup without a token is 401", url: "/admin/backup", headers: map[string]string{}, status: 401, code: "missing_token"},
@@ -146,5 +159,30 @@ func testBackup(t *testing.T, e *env) {
 	}
 	if r.Header.Get("X-Request-Id") == "" {
 		t.Errorf("backup without X-Request-Id")
+	}
+	if cc := r.Header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("backup Cache-Control = %q, want no-store (it holds secrets)", cc)
+	}
+	info, err := raftstore.VerifyBackup(bytes.NewReader(r.Body))
+	if err != nil || info.Revision == 0 {
+		t.Fatalf("backup does not verify: %+v, %v", info, err)
+	}
+	// The revision also comes as a trailer, once the stream is complete.
+	req, err := http.NewRequest(http.MethodGet, e.base+"/admin/backup", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+nodetest.AdminToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	info, err = raftstore.VerifyBackup(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := resp.Trailer.Get("X-Revision"); tr != strconv.FormatUint(info.Revision, 10) {
+		t.Fatalf("X-Revision trailer %q, backup revision %d", tr, info.Revision)
 	}
 }

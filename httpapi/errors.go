@@ -134,6 +134,11 @@ func errorFor(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: "email_taken", Message: auth.ErrEmailTaken.Error(), Field: "email"}
 	case errors.Is(err, raftstore.ErrEntryTooLarge):
 		return newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request is too large")
+	case errors.Is(err, raftstore.ErrLastVoter):
+		return newError(http.StatusConflict, "last_voter", raftstore.ErrLastVoter.Error())
+	case errors.Is(err, raftstore.ErrRemoved):
+		// Not retryable here: clients must go to another node.
+		return newError(http.StatusServiceUnavailable, "node_removed", err.Error())
 	case errors.Is(err, raftstore.ErrNoLeader), errors.Is(err, raftstore.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "no_leader", Message: "the cluster has no leader right now; retry", RetryAfter: 1}
 	case errors.Is(err, raftstore.ErrUnknownOutcome):

@@ -6,6 +6,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,9 @@ type Config struct {
 	AdminToken    string
 	ClusterSecret string
 	Dev           bool
+	// Version is the build's version, shown by edgebase_build_info
+	// (cmd/edgebase sets it; empty is "dev").
+	Version string
 	// SecretKey (64 hex digits or base64 of 32 bytes) encrypts TOTP secrets
 	// at rest; SecretKeyFile names a file holding it. Every node of a
 	// cluster needs the same key. --dev makes one in the data dir.
@@ -65,6 +69,15 @@ type Config struct {
 	PushSender push.Sender
 	// PushTuning sizes the push dispatcher.
 	PushTuning push.Tuning
+	// TLSCertFile and TLSKeyFile (PEM) make the HTTP port serve HTTPS, and
+	// the derived advertised URL https://. TLSCAFile is the PEM bundle that
+	// node-to-node HTTPS calls trust (default: the system roots).
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	// RaftTLSCertFile, RaftTLSKeyFile and RaftTLSCAFile (all or none) wrap
+	// the Raft transport in mutual TLS: each node's certificate must be
+	// signed by the CA and valid for the host of its advertised Raft address
+	// in both the server and the client role.
+	RaftTLSCertFile, RaftTLSKeyFile, RaftTLSCAFile string
 
 	Logger *slog.Logger
 	// Out receives the human banner of --dev (default stdout).
@@ -136,6 +149,13 @@ func Start(cfg Config) (*Node, error) {
 	if len(cfg.Join) > 0 && cfg.ClusterSecret == "" {
 		return nil, errors.New("--join needs --cluster-secret (the same on every node)")
 	}
+	tlsc, err := loadTLS(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := advertiseScheme(cfg.AdvertiseHTTP, tlsc.server != nil); err != nil {
+		return nil, err
+	}
 	logger := cfg.Logger.With("node", cfg.NodeID)
 	if cfg.AdminToken == "" {
 		logger.Warn("no --admin-token: operator endpoints (/admin) refuse every request")
@@ -144,6 +164,11 @@ func Start(cfg Config) (*Node, error) {
 		logger.Warn("no secret key (--secret-key-file or EDGEBASE_SECRET_KEY): the TOTP authenticator is off")
 	}
 
+	// The node's own metrics registry, served at /metrics.
+	reg, err := newRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
 	httpLn, err := net.Listen("tcp", orDefault(cfg.HTTPAddr, ":8080"))
 	if err != nil {
 		return nil, fmt.Errorf("listen http: %w", err)
@@ -154,7 +179,14 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("listen raft: %w", err)
 	}
 	if cfg.AdvertiseHTTP == "" {
-		cfg.AdvertiseHTTP = "http://" + advertisable(httpLn.Addr())
+		scheme := "http://"
+		if tlsc.server != nil {
+			scheme = "https://"
+		}
+		cfg.AdvertiseHTTP = scheme + advertisable(httpLn.Addr())
+	}
+	if tlsc.server != nil {
+		httpLn = tls.NewListener(httpLn, tlsc.server)
 	}
 	if cfg.AdvertiseRaft == "" {
 		cfg.AdvertiseRaft = advertisable(raftLn.Addr())
@@ -175,6 +207,10 @@ func Start(cfg Config) (*Node, error) {
 		Tuning:             cfg.Tuning,
 		ChangeLogRetention: cfg.ChangeLogRetention,
 		Logger:             logger,
+		Registerer:         reg,
+		HTTPTLS:            tlsc.client,
+		RaftTLS:            tlsc.raft,
+		Peers:              cfg.Join,
 	})
 	if err != nil {
 		cancel()
@@ -187,12 +223,12 @@ func Start(cfg Config) (*Node, error) {
 		hasher = auth.NewHasher(*cfg.HashParams, 0)
 	}
 	n.Accounts, err = auth.NewService(auth.Config{Store: n.Store, Hasher: hasher, Clock: cfg.Clock, Logger: logger,
-		SessionTTL: cfg.SessionTTL, Sealer: sealer, Limits: cfg.Limits})
+		SessionTTL: cfg.SessionTTL, Sealer: sealer, Limits: cfg.Limits, Registerer: reg})
 	if err != nil {
 		n.abort()
 		return nil, err
 	}
-	n.Realtime, err = realtime.New(realtime.Config{Store: n.Store, Accounts: n.Accounts, Logger: logger})
+	n.Realtime, err = realtime.New(realtime.Config{Store: n.Store, Accounts: n.Accounts, Logger: logger, Registerer: reg})
 	if err != nil {
 		n.abort()
 		return nil, err
@@ -210,7 +246,7 @@ func Start(cfg Config) (*Node, error) {
 		sender = fcm
 	}
 	n.Push, err = push.NewService(push.Config{Store: n.Store, Clock: cfg.Clock, Sealer: pushSealer, Sender: sender,
-		Feed: n.Store.Feed(), Logger: logger, Tuning: cfg.PushTuning})
+		Feed: n.Store.Feed(), Logger: logger, Tuning: cfg.PushTuning, Registerer: reg})
 	if err != nil {
 		n.abort()
 		return nil, err
@@ -218,7 +254,9 @@ func Start(cfg Config) (*Node, error) {
 	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger,
 		Realtime:       n.Realtime,
 		Push:           n.Push,
-		TrustedProxies: cfg.TrustedProxies})
+		TrustedProxies: cfg.TrustedProxies,
+		Registerer:     reg,
+		Metrics:        metricsHandler(reg)})
 	if err != nil {
 		n.abort()
 		return nil, err
@@ -240,7 +278,8 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Dev {
 		n.printDevBanner()
 	}
-	logger.Info("node started", "http", cfg.AdvertiseHTTP, "raft", cfg.AdvertiseRaft, "edge", cfg.Edge, "join", strings.Join(cfg.Join, ","))
+	logger.Info("node started", "http", cfg.AdvertiseHTTP, "raft", cfg.AdvertiseRaft, "edge", cfg.Edge, "join", strings.Join(cfg.Join, ","),
+		"raftTLS", tlsc.raft != nil)
 	return n, nil
 }
 

@@ -25,4 +25,11 @@ var (
 	ErrForbidden = errors.New("cluster secret missing or wrong")
 	// ErrUnknownNode means a membership call named a node that is not a member.
 	ErrUnknownNode = errors.New("unknown node")
+	// ErrLastVoter means a removal named the only voter: the configuration
+	// left would have no voter, so no quorum, and nothing could ever commit.
+	ErrLastVoter = errors.New("cannot remove the only voter; the cluster would have no quorum")
+	// ErrRemoved means this node was removed from the cluster: it serves
+	// neither writes nor reads, and its data dir must be wiped before it can
+	// join again as a new member.
+	ErrRemoved = errors.New("node removed from the cluster")
 )

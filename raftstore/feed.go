@@ -38,6 +38,13 @@ type Batch struct {
 type Feed struct {
 	mu   sync.Mutex
 	subs map[*Subscription]struct{}
+	// recent is a ring of the revisions of the last published batches, one
+	// longer than the largest subscriber queue, and published counts the
+	// batches: together they tell a subscriber's lag from its queue length
+	// (metrics, at scrape time).
+	recent    []uint64
+	published uint64
+	dropped   atomic.Uint64 // subscribers cut off for lagging
 }
 
 // NewFeed returns an empty feed.
@@ -59,8 +66,23 @@ func (f *Feed) Subscribe(buffer int) *Subscription {
 	s := &Subscription{feed: f, ch: make(chan Batch, buffer)}
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
+	if len(f.recent) < buffer+1 {
+		f.growRecent(buffer + 1)
+	}
 	f.mu.Unlock()
 	return s
+}
+
+// growRecent resizes the ring of recent revisions to n, keeping what it
+// holds. Callers hold f.mu.
+func (f *Feed) growRecent(n int) {
+	ring := make([]uint64, n)
+	if old := uint64(len(f.recent)); old > 0 {
+		for seq := f.published; seq > 0 && f.published-seq < old; seq-- {
+			ring[seq%uint64(n)] = f.recent[seq%old]
+		}
+	}
+	f.recent = ring
 }
 
 // C is the subscriber's queue; it is closed when the subscription ends.
@@ -99,8 +121,13 @@ func (f *Feed) publish(b Batch) {
 			lagged = append(lagged, s)
 		}
 	}
+	f.published++
+	if n := uint64(len(f.recent)); n > 0 {
+		f.recent[f.published%n] = b.Revision
+	}
 	f.mu.Unlock()
 	for _, s := range lagged {
+		f.dropped.Add(1)
 		s.end(ErrLagged)
 	}
 }

@@ -130,6 +130,16 @@ func (s *Store) internalCall(ctx context.Context, base, endpoint string, body []
 		return false, errRetry
 	case http.StatusForbidden:
 		return false, ErrForbidden
+	case http.StatusNotFound:
+		if isUnknownNodeBody(b) {
+			return true, ErrUnknownNode
+		}
+		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, strings.TrimSpace(string(b)))
+	case http.StatusConflict:
+		if bytes.Equal(bytes.TrimSpace(b), []byte(ErrLastVoter.Error())) {
+			return true, ErrLastVoter
+		}
+		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, strings.TrimSpace(string(b)))
 	default:
 		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
@@ -154,6 +164,15 @@ func (s *Store) forwardPropose(ctx context.Context, cmd []byte) (*TxnResult, err
 	}
 }
 
+// readIndexAttemptTimeout bounds one read-index request to the leader. Every
+// strong read and every write on a follower waits for the one coalesced
+// round in flight, so a round stuck on a leader that died without closing
+// its connections (a crash: the dial or the request hangs) would stall them
+// all for the round's full 5 s, even after a successor was elected. Asking
+// is idempotent: an attempt that runs out is retried with the leader looked
+// up again.
+const readIndexAttemptTimeout = time.Second
+
 // forwardReadIndex asks the leader for its read index once; errRetry when no
 // leader is known or the target is not (yet) the leader.
 func (s *Store) forwardReadIndex(ctx context.Context) (uint64, error) {
@@ -164,6 +183,8 @@ func (s *Store) forwardReadIndex(ctx context.Context) (uint64, error) {
 	var out struct {
 		Index uint64 `json:"index"`
 	}
+	ctx, cancel := context.WithTimeout(ctx, readIndexAttemptTimeout)
+	defer cancel()
 	if _, err := s.internalCall(ctx, base, "readindex", nil, &out); err != nil {
 		if errors.Is(err, errRetry) || errors.Is(err, ErrForbidden) {
 			return 0, err
@@ -180,13 +201,22 @@ type JoinRequest struct {
 	RaftAddr string `json:"raftAddr"`
 	HTTPAddr string `json:"httpAddr"`
 	Voter    bool   `json:"voter"`
+	// Readdress only updates the Raft address of a node that is already a
+	// member (it came back on another address; readdress.go): its suffrage
+	// stays, an id that is not a member is refused with ErrUnknownNode, and
+	// a removal tombstone is never cleared by it.
+	Readdress bool `json:"readdress,omitempty"`
 }
 
-// Join adds a node to the configuration (as a voter or a non-voter). On a
-// follower it is forwarded to the leader.
+// Join adds a node to the configuration (as a voter or a non-voter), or with
+// Readdress updates a member's Raft address. On a follower it is forwarded
+// to the leader.
 func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 	if req.ID == "" || req.RaftAddr == "" {
 		return errors.New("join: id and raftAddr are required")
+	}
+	if err := s.removedErr(); err != nil {
+		return err
 	}
 	if !s.IsLeader() {
 		base, err := s.leaderURL()
@@ -200,6 +230,10 @@ func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 		}
 		return nil
 	}
+	if req.Readdress {
+		_, err := s.readdressMember(req.ID, raft.ServerAddress(req.RaftAddr))
+		return err
+	}
 	id, addr := raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr)
 	var f raft.IndexFuture
 	if req.Voter {
@@ -210,6 +244,11 @@ func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("add %s: %w", req.ID, err)
 	}
+	// A joiner has no state: if its id was removed before, this is a new
+	// member under the old name, no longer a removed one.
+	if err := s.clearRemoval(ctx, req.ID); err != nil {
+		return err
+	}
 	s.logger.Info("node joined", "id", req.ID, "raft", req.RaftAddr, "voter", req.Voter)
 	return nil
 }
@@ -218,19 +257,12 @@ func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 // succeeds or ctx ends.
 func (s *Store) JoinCluster(ctx context.Context, urls []string) error {
 	req := JoinRequest{ID: s.cfg.NodeID, RaftAddr: string(s.transport.LocalAddr()), HTTPAddr: s.cfg.HTTPAdvertise, Voter: s.cfg.Voter}
-	body, _ := json.Marshal(req)
 	for {
-		var last error
-		for _, u := range urls {
-			var out struct{}
-			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			_, err := s.internalCall(cctx, strings.TrimRight(u, "/"), "join", body, &out)
-			cancel()
-			if err == nil {
-				s.logger.Info("joined cluster", "via", u)
-				return nil
-			}
-			last = err
+		via, last := s.askMembers(ctx, urls, req)
+		if last == nil {
+			s.wasMember.Store(true)
+			s.logger.Info("joined cluster", "via", via)
+			return nil
 		}
 		s.logger.Warn("join attempt failed; retrying", "err", last)
 		select {
@@ -241,8 +273,42 @@ func (s *Store) JoinCluster(ctx context.Context, urls []string) error {
 	}
 }
 
-// RemoveNode removes a member from the configuration and deletes its record.
+// askMembers sends req to the join endpoint of the members at urls, in
+// turn, until one accepts it; it returns that member's URL. A refusal with
+// ErrUnknownNode is a definite answer and ends the round.
+func (s *Store) askMembers(ctx context.Context, urls []string, req JoinRequest) (string, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", fmt.Errorf("encode join request: %w", err)
+	}
+	last := errors.New("no members to ask")
+	for _, u := range urls {
+		var out struct{}
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, err := s.internalCall(cctx, strings.TrimRight(u, "/"), "join", body, &out)
+		cancel()
+		if err == nil {
+			return u, nil
+		}
+		if errors.Is(err, ErrUnknownNode) {
+			return "", err
+		}
+		last = err
+	}
+	return "", last
+}
+
+// RemoveNode removes a member from the configuration, then records its
+// tombstone and deletes its node record (membership.go). A removal whose
+// last step failed is finished by calling it again: a node that is no longer
+// in the configuration but still has a record is not "unknown".
 func (s *Store) RemoveNode(ctx context.Context, id string) error {
+	if err := s.removedErr(); err != nil {
+		return err
+	}
+	if id == "" {
+		return ErrUnknownNode
+	}
 	if !s.IsLeader() {
 		base, err := s.leaderURL()
 		if err != nil {
@@ -251,29 +317,78 @@ func (s *Store) RemoveNode(ctx context.Context, id string) error {
 		body, _ := json.Marshal(map[string]string{"id": id})
 		var out struct{}
 		if _, err := s.internalCall(ctx, base, "remove", body, &out); err != nil {
+			if errors.Is(err, errRetry) {
+				return ErrNoLeader
+			}
 			return fmt.Errorf("forward remove: %w", err)
 		}
 		return nil
 	}
+	servers, err := s.configuration()
+	if err != nil {
+		return err
+	}
+	if onlyVoter(servers, id) {
+		return ErrLastVoter
+	}
 	if id == s.cfg.NodeID {
 		return s.removeSelf(ctx)
 	}
-	cf := s.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
+	in, err := s.removeFromConfiguration(id)
+	if err != nil {
+		return err
 	}
-	found := false
-	for _, srv := range cf.Configuration().Servers {
-		found = found || string(srv.ID) == id
+	if !in {
+		if err := s.WaitRead(ctx, Strong, 0); err != nil {
+			return err
+		}
+		rec, err := s.Get(NodeRecordPath(id))
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return ErrUnknownNode
+		}
 	}
-	if !found {
-		return ErrUnknownNode
+	return s.recordRemoval(ctx, id)
+}
+
+// removeFromConfiguration removes id from the configuration when it is in
+// it (reporting whether it was), under membershipMu so that a readdress
+// (readdress.go) never re-adds a member whose removal it did not see.
+func (s *Store) removeFromConfiguration(id string) (bool, error) {
+	s.membershipMu.Lock()
+	defer s.membershipMu.Unlock()
+	servers, err := s.configuration()
+	if err != nil {
+		return false, err
+	}
+	if !hasServer(servers, id) {
+		return false, nil
+	}
+	if onlyVoter(servers, id) {
+		return true, ErrLastVoter
 	}
 	if err := s.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
-		return fmt.Errorf("remove %s: %w", id, err)
+		return true, fmt.Errorf("remove %s: %w", id, err)
 	}
-	_, err := s.Txn(ctx, &Txn{Time: time.Now().UnixNano(), Ops: []Op{{Kind: OpDelete, Path: NodeRecordPath(id), IfExists: true}}})
-	return err
+	s.logger.Info("node removed from the configuration", "id", id)
+	return true, nil
+}
+
+// onlyVoter reports whether id is a voter and no other server is: removing
+// it would leave a configuration without a quorum.
+func onlyVoter(servers []raft.Server, id string) bool {
+	voters, target := 0, false
+	for _, srv := range servers {
+		if srv.Suffrage == raft.Voter {
+			voters++
+			if string(srv.ID) == id {
+				target = true
+			}
+		}
+	}
+	return target && voters == 1
 }
 
 // removeSelf handles removing the leader itself: hand leadership over, then
@@ -332,6 +447,9 @@ func (s *Store) self() selfStatus {
 // Status reports the configuration and asks each member for its state
 // (members that do not answer within a second show as "unreachable").
 func (s *Store) Status(ctx context.Context) (ClusterStatus, error) {
+	if err := s.removedErr(); err != nil {
+		return ClusterStatus{}, err
+	}
 	cf := s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return ClusterStatus{}, fmt.Errorf("read configuration: %w", err)
@@ -369,7 +487,8 @@ func (s *Store) Status(ctx context.Context) (ClusterStatus, error) {
 }
 
 // InternalHandler serves the node-to-node endpoints under InternalPrefix:
-// propose, readindex, join, remove and status, all behind the cluster secret.
+// propose, readindex, join, remove, status and membership, all behind the
+// cluster secret.
 func (s *Store) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+InternalPrefix+"propose", func(w http.ResponseWriter, r *http.Request) {
@@ -412,6 +531,11 @@ func (s *Store) InternalHandler() http.Handler {
 			return
 		}
 		if err := s.Join(r.Context(), req); err != nil {
+			if errors.Is(err, ErrUnknownNode) {
+				// A readdress for a node that is not a member.
+				http.Error(w, ErrUnknownNode.Error(), http.StatusNotFound)
+				return
+			}
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -426,6 +550,14 @@ func (s *Store) InternalHandler() http.Handler {
 			return
 		}
 		if err := s.RemoveNode(r.Context(), req.ID); err != nil {
+			if errors.Is(err, ErrUnknownNode) {
+				http.Error(w, ErrUnknownNode.Error(), http.StatusNotFound)
+				return
+			}
+			if errors.Is(err, ErrLastVoter) {
+				http.Error(w, ErrLastVoter.Error(), http.StatusConflict)
+				return
+			}
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -434,6 +566,7 @@ func (s *Store) InternalHandler() http.Handler {
 	mux.HandleFunc("POST "+InternalPrefix+"status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.self())
 	})
+	mux.HandleFunc("POST "+InternalPrefix+"membership", s.serveMembership)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get(SecretHeader)
 		if s.cfg.Secret == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Secret)) != 1 {

@@ -68,7 +68,7 @@ func openFSM(base string, logger *slog.Logger, feed *Feed) (*fsm, error) {
 			}
 		}
 	}
-	db, err := openTreeDB(filepath.Join(base, treeDirName(gen)), logger)
+	db, err := openTreeDB(filepath.Join(base, treeDirName(gen)), logger, false)
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +88,33 @@ func openFSM(base string, logger *slog.Logger, feed *Feed) (*fsm, error) {
 
 func treeDirName(gen int) string { return "tree-" + strconv.Itoa(gen) }
 
-func openTreeDB(dir string, logger *slog.Logger) (*badger.DB, error) {
+// openTreeDB opens a tree database. syncWrites makes every commit fsync; the
+// live tree (the FSM's) runs without it, like etcd's backend behind its WAL:
+//
+//   - Every entry it applies was fsynced to the Raft log before it was
+//     committed, so before any client was told about it.
+//   - A kill -9 loses nothing either way: Badger's commits are in the page
+//     cache (its WAL is a mapped file) when Apply returns.
+//   - A power loss may cut the tree back to an earlier applied index. Badger
+//     replays its WAL up to the first incomplete transaction, and the applied
+//     index is written in the same transaction as the entries' writes, so the
+//     tree is then the state at that earlier index, never a mix. At start,
+//     raft sets its last applied index to the newest snapshot's and applies
+//     every committed entry after it again; the FSM skips those at or below
+//     the tree's applied index, and a tree behind the newest snapshot
+//     restores that snapshot first (catchUpToSnapshot). The Raft log keeps
+//     every entry after the newest snapshot, so the tree is rebuilt up to
+//     the last committed entry. Values of 1 MiB and more live in Badger's
+//     value log, outside the WAL: a batch that wrote a document of
+//     largeValue or more is synced (syncIfLarge).
+//
+// Taking the tree's fsync off the path of every write halves the syncs a
+// write waits for (docs/benchmarks.md, issue 7). Whoever writes a tree that
+// the Raft log does not back (a snapshot install, an offline restore) syncs
+// it explicitly or opens it with syncWrites.
+func openTreeDB(dir string, logger *slog.Logger, syncWrites bool) (*badger.DB, error) {
 	opts := badger.DefaultOptions(dir).
-		// Durability: an entry acknowledged to a client must survive kill -9
-		// without relying on a snapshot restore at start (we skip that).
-		WithSyncWrites(true).
+		WithSyncWrites(syncWrites).
 		WithLogger(badgerSlog{logger.With("component", "badger-tree")}).
 		// 64 MiB memtables make one transaction hold ~9 MiB, which bounds the
 		// largest entry we accept (maxEntrySize) with room to spare.
@@ -158,9 +180,10 @@ type entryWrites struct {
 	events []Event     // the final change of each path, in write order
 }
 
-// ApplyBatch implements raft.BatchingFSM: one Badger transaction (and one
-// fsync) for the whole batch, with the last applied index in the same
-// transaction so that replays after a restart are skipped exactly.
+// ApplyBatch implements raft.BatchingFSM: one Badger transaction for the
+// whole batch (not fsynced: the Raft log was, see openTreeDB), with the last
+// applied index in the same transaction so that replays after a restart are
+// skipped exactly.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -204,6 +227,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			if err := txn.Commit(); err != nil {
 				f.fatal("commit partial batch", l.Index, err)
 			}
+			f.syncIfLarge(pending, l.Index)
 			pending = pending[:0]
 			txn = f.db.NewTransaction(true)
 		}
@@ -215,12 +239,33 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if err := txn.Commit(); err != nil {
 			f.fatal("commit batch", newLast, err)
 		}
+		f.syncIfLarge(pending, newLast)
 		f.applied.set(newLast)
 		if len(events) > 0 {
 			f.feed.publish(Batch{Revision: newLast, Events: events})
 		}
 	}
 	return results
+}
+
+// largeValue is a conservative bound below Badger's value threshold (1 MiB):
+// a document (or its change record) this large may be stored in Badger's
+// value log, outside the WAL whose replay keeps an unsynced tree a
+// consistent prefix (openTreeDB). A batch that wrote one is synced, as every
+// batch was before the tree stopped syncing its commits.
+const largeValue = 512 << 10
+
+func (f *fsm) syncIfLarge(entries []*entryWrites, index uint64) {
+	for _, w := range entries {
+		for _, d := range w.docs {
+			if d != nil && len(d.Data) >= largeValue {
+				if err := f.db.Sync(); err != nil {
+					f.fatal("sync batch with a large document", index, err)
+				}
+				return
+			}
+		}
+	}
 }
 
 // fatal stops the node: applying must not diverge from the other replicas, so
@@ -497,7 +542,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clear restore dir: %w", err)
 	}
-	db, err := openTreeDB(dir, f.logger)
+	db, err := openTreeDB(dir, f.logger, false)
 	if err != nil {
 		return err
 	}
@@ -513,6 +558,12 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := ensureLogFloor(db); err != nil {
 		_ = db.Close()
 		return fmt.Errorf("change log floor: %w", err)
+	}
+	// The loaded tree is not backed by the Raft log (the entries it holds
+	// may be compacted away): it is on disk before CURRENT names it.
+	if err := db.Sync(); err != nil {
+		_ = db.Close()
+		return fmt.Errorf("sync restored tree: %w", err)
 	}
 	if err := writeFileAtomic(filepath.Join(f.base, currentFile), []byte(strconv.Itoa(gen)+"\n")); err != nil {
 		_ = db.Close()

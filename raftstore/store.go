@@ -6,6 +6,7 @@ package raftstore
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // maxEntrySize bounds one proposed command; it fits one Badger transaction of
@@ -118,9 +120,23 @@ type Config struct {
 	Transport raft.Transport
 	// HTTPClient is used for forwarding; defaults to a pooled client.
 	HTTPClient *http.Client
+	// HTTPTLS configures the default client's TLS for https:// members (the
+	// CA to trust; nil: the system roots). Ignored when HTTPClient is set.
+	HTTPTLS *tls.Config
+	// RaftTLS, when set, wraps the Raft transport in mutual TLS: it must hold
+	// this node's certificate and the cluster CA as RootCAs and ClientCAs.
+	// Peers are verified against the host part of their Raft address.
+	RaftTLS *tls.Config
+	// Peers are members' HTTP base URLs (the --join list) asked whether this
+	// node is still a member: at start when it has state, and while it is
+	// cut off or no longer in its own configuration (membership.go).
+	Peers []string
 	// ChangeLogRetention is how long the change log keeps a change (realtime
 	// resumes with `since` within it). Default DefaultChangeLogRetention.
 	ChangeLogRetention time.Duration
+	// Registerer receives the store's metrics (Raft, Badger, change feed);
+	// nil leaves them off.
+	Registerer prometheus.Registerer
 }
 
 // DefaultChangeLogRetention is the change log window unless configured.
@@ -137,13 +153,23 @@ type Store struct {
 	transport raft.Transport
 	client    *http.Client
 
+	metrics *storeMetrics // nil: metrics off
+	opened  time.Time
+
 	leader      atomic.Pointer[leadership]
 	readIdx     *coalescer // leader: VerifyLeader; follower: ask the leader
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	hadState    bool
+	removed     atomic.Pointer[Removal] // set once this node learns it was removed
+	wasMember   atomic.Bool             // had state, bootstrapped, joined or saw itself in its configuration
 	closeOnce   sync.Once
 	shutdownErr error
+
+	// membershipMu serialises, on the leader, the check of the configuration
+	// and the change of a readdress or a removal (readdress.go). It is held
+	// across raft's configuration futures only, never with another lock.
+	membershipMu sync.Mutex
 }
 
 // leadership is one term of this node as leader.
@@ -169,14 +195,22 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cfg.Tuning = cfg.Tuning.withDefaults()
 	logger := cfg.Logger
-	s := &Store{cfg: cfg, logger: logger, feed: NewFeed(), stop: make(chan struct{}), client: cfg.HTTPClient}
+	s := &Store{cfg: cfg, logger: logger, feed: NewFeed(), stop: make(chan struct{}), client: cfg.HTTPClient,
+		metrics: newStoreMetrics(cfg.Registerer), opened: time.Now()}
 	if s.client == nil {
-		s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
+		s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, TLSClientConfig: cfg.HTTPTLS}}
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	var err error
+	// A node told it was removed never serves its old state again.
+	if err := refuseIfRemoved(cfg.Dir, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	raftTLS, err := raftTLSConfig(cfg.RaftTLS)
+	if err != nil {
+		return nil, err
+	}
 	if s.logs, err = OpenLogStore(filepath.Join(cfg.Dir, "raft"), logger); err != nil {
 		return nil, err
 	}
@@ -206,7 +240,7 @@ func Open(cfg Config) (*Store, error) {
 			adv = hostAddr(cfg.RaftAdvertise)
 		}
 		s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: &listenerLayer{Listener: ln, advertise: adv, secret: []byte(cfg.Secret)}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+			Stream: &listenerLayer{Listener: ln, advertise: adv, secret: []byte(cfg.Secret), tls: raftTLS}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
 		})
 	}
 
@@ -230,9 +264,18 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("inspect raft state: %w", err)
 	}
 	s.hadState = hasState
+	s.wasMember.Store(hasState || cfg.Bootstrap)
 	if err := s.fsm.catchUpToSnapshot(snaps); err != nil {
 		s.closeStores()
 		return nil, err
+	}
+	if hasState {
+		// Before Raft runs (and may campaign with a stale configuration):
+		// were we removed while we were away?
+		if err := s.checkMembershipAtStart(); err != nil {
+			s.closeStores()
+			return nil, err
+		}
 	}
 	s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.logs, snaps, s.transport)
 	if err != nil {
@@ -249,8 +292,19 @@ func Open(cfg Config) (*Store, error) {
 	s.readIdx = newCoalescer(s.fetchReadIndex)
 	s.wg.Add(1)
 	go s.watchLeadership(notify)
+	if hasState {
+		// It may have come back on another Raft address (readdress.go).
+		s.wg.Add(1)
+		go s.healAddress()
+	}
 	s.wg.Add(1)
 	go s.compactLoop()
+	if err := s.startMetrics(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.watchMembership()
 	return s, nil
 }
 
@@ -389,6 +443,9 @@ func (s *Store) establish(l *leadership) {
 			s.cfg.OnLeader(l.ctx)
 		}()
 	}
+	// A leader that came back on another Raft address puts it in the
+	// configuration before leadership moves and others dial the old one.
+	s.readdressSelfAsLeader()
 }
 
 // Txn proposes a transaction (forwarding it to the leader when this node is
@@ -410,6 +467,9 @@ func (s *Store) Txn(ctx context.Context, t *Txn) (*TxnResult, error) {
 func (s *Store) Propose(ctx context.Context, cmd []byte) (*TxnResult, error) {
 	if len(cmd) > maxEntrySize {
 		return nil, ErrEntryTooLarge
+	}
+	if err := s.removedErr(); err != nil {
+		return nil, err
 	}
 	backoff := 10 * time.Millisecond
 	for {
@@ -449,6 +509,7 @@ func (s *Store) applyLocal(ctx context.Context, cmd []byte) (*TxnResult, error) 
 			return nil, ErrTimeout
 		}
 	}
+	start := time.Now()
 	f := s.raft.Apply(cmd, timeout)
 	// Raft does not answer futures still queued at shutdown, so wait for the
 	// future alongside the caller's context and the store's stop.
@@ -460,7 +521,9 @@ func (s *Store) applyLocal(ctx context.Context, cmd []byte) (*TxnResult, error) 
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
 	case <-s.stop:
-		return nil, ErrClosed
+		// The entry may already be in the log: a client told "closed,
+		// retry" could write twice, so the outcome is unknown.
+		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, ErrClosed)
 	}
 	if err != nil {
 		switch {
@@ -478,6 +541,7 @@ func (s *Store) applyLocal(ctx context.Context, cmd []byte) (*TxnResult, error) 
 	if !ok {
 		return nil, fmt.Errorf("%w: unexpected fsm response %T", ErrUnknownOutcome, f.Response())
 	}
+	s.metrics.observeApply(start)
 	return res, nil
 }
 
@@ -503,6 +567,9 @@ const MaxLocalStaleness = 2 * time.Second
 // WaitRead blocks until this node's state is fresh enough for a read of the
 // given consistency that must also include revision minRev (0: none).
 func (s *Store) WaitRead(ctx context.Context, c Consistency, minRev uint64) error {
+	if err := s.removedErr(); err != nil {
+		return err
+	}
 	if minRev > 0 {
 		if err := s.fsm.applied.wait(ctx, minRev); err != nil {
 			return ErrTimeout
@@ -524,6 +591,9 @@ func (s *Store) WaitRead(ctx context.Context, c Consistency, minRev uint64) erro
 // ReadIndex returns an index such that state applied up to it reflects every
 // write acknowledged before the call. Concurrent calls share one round trip.
 func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
+	if err := s.removedErr(); err != nil {
+		return 0, err
+	}
 	return s.readIdx.do(ctx)
 }
 
@@ -604,22 +674,40 @@ func (s *Store) List(parent, after string, limit int) ([]*Document, string, erro
 	return docs, next, nil
 }
 
-// Backup writes a consistent Badger backup of the tree, taken after a strong
-// sync, to w.
+// Backup writes a backup of the whole tree (see backup.go for the format)
+// to w and returns the revision it holds. A strong read first makes it hold
+// every write acknowledged before the call, on any node. It is read in one
+// Badger read transaction, not under the FSM lock, so writes go on while a
+// large backup streams; the database guard only keeps a snapshot install
+// from closing the database under it (that install waits for the backup).
 func (s *Store) Backup(ctx context.Context, w io.Writer) (uint64, error) {
 	if err := s.WaitRead(ctx, Strong, 0); err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	s.fsm.mu.RLock()
-	defer s.fsm.mu.RUnlock()
-	if s.fsm.db == nil {
+	db, guard := s.fsm.db, s.fsm.guard
+	if db == nil {
+		s.fsm.mu.RUnlock()
 		return 0, ErrClosed
 	}
-	idx := s.fsm.applied.get()
-	if err := backupConsistent(s.fsm.db, w); err != nil {
+	guard.RLock()
+	s.fsm.mu.RUnlock()
+	defer guard.RUnlock()
+	info, err := writeBackup(ctx, db, s.cfg.NodeID, time.Now(), w)
+	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}
-	return idx, nil
+	s.logger.Info("backup written", "revision", info.Revision, "records", info.Records, "bytes", info.Bytes)
+	return info.Revision, nil
 }
 
 // TransferLeadership hands leadership to another voter (graceful shutdown).

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,17 +17,19 @@ import (
 
 // listenerLayer is a raft.StreamLayer over a listener we already hold, so a
 // node can bind its Raft port before it knows what to advertise (":0" in
-// tests) and so that a TLS listener can be slotted in later.
+// tests).
 //
 // Every connection, in both directions, first proves knowledge of the
 // cluster secret with a mutual HMAC challenge: hashicorp/raft itself accepts
 // AppendEntries from anyone who can reach the port, which would let a
-// stranger commit arbitrary entries. (This authenticates; it does not
-// encrypt. TLS for the Raft transport is an operator option to come.)
+// stranger commit arbitrary entries. That authenticates but does not
+// encrypt; with tls set (Config.RaftTLS) each connection is first wrapped in
+// mutual TLS and the challenge runs inside it (tls.go).
 type listenerLayer struct {
 	net.Listener
 	advertise net.Addr
 	secret    []byte
+	tls       *tls.Config // nil: plain TCP
 }
 
 // handshakeTimeout bounds the challenge on both sides.
@@ -43,6 +46,14 @@ func (l *listenerLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 	if err != nil {
 		return nil, err
 	}
+	if l.tls != nil {
+		tc, err := dialTLS(conn, l.tls, string(addr), timeout)
+		if err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("raft dial %s: %w", addr, err)
+		}
+		conn = tc
+	}
 	if err := clientHandshake(conn, l.secret); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("raft dial %s: %w", addr, err)
@@ -57,6 +68,9 @@ func (l *listenerLayer) Accept() (net.Conn, error) {
 	conn, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if l.tls != nil {
+		conn = tls.Server(conn, l.tls)
 	}
 	return &serverConn{Conn: conn, secret: l.secret}, nil
 }
@@ -77,7 +91,12 @@ type serverConn struct {
 
 func (c *serverConn) Read(p []byte) (int, error) {
 	c.once.Do(func() {
-		c.err = serverHandshake(c.Conn, c.secret)
+		if tc, ok := c.Conn.(*tls.Conn); ok {
+			c.err = acceptTLS(tc)
+		}
+		if c.err == nil {
+			c.err = serverHandshake(c.Conn, c.secret)
+		}
 		if c.err != nil {
 			_ = c.Conn.Close()
 		}

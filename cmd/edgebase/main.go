@@ -5,17 +5,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +28,7 @@ import (
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/node"
+	"github.com/edgebase/edgebase/raftstore"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -36,13 +42,30 @@ Usage:
                  [--edge] [--admin-token T] [--cluster-secret S] [--dev]
                  [--secret-key-file FILE | --secret-key KEY] [--session-ttl 720h]
                  [--trusted-proxies CIDR[,CIDR]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
-  edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json]
-  edgebase cluster status|remove --server URL --admin-token T [--node-id ID]
-  edgebase backup --server URL --admin-token T --out FILE
-  edgebase healthcheck [--url http://127.0.0.1:8080/readyz]
+                 [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
+                 [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
+                 [--pprof-addr 127.0.0.1:6060]
+  edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json] [--ca-file FILE]
+  edgebase cluster status|remove --server URL --admin-token T [--node-id ID] [--ca-file FILE]
+  edgebase backup --server URL --admin-token T --out FILE [--ca-file FILE]
+  edgebase backup --from-data-dir DIR --out FILE      (offline, from a stopped node's data)
+  edgebase restore --from FILE --data-dir DIR [--node-id ID] [--raft-addr :7000] [--advertise-raft HOST:PORT]
+  edgebase healthcheck [--url http://127.0.0.1:8080/readyz] [--ca-file FILE]
   edgebase version
 
 Every flag can also be set as EDGEBASE_<FLAG>, e.g. EDGEBASE_DATA_DIR.
+
+TLS (off by default): --tls-cert/--tls-key serve HTTPS on --http-addr (the
+derived advertised URL is then https://) and --tls-ca is the PEM bundle that
+node-to-node HTTPS calls trust (default: the system roots). The three
+--raft-tls-* flags wrap the Raft transport in mutual TLS: every node's
+certificate must be signed by that CA, valid for the host of its
+--advertise-raft address, for both server and client authentication.
+--ca-file is the CA an operator command trusts for an https:// URL.
+
+Profiling (off by default): --pprof-addr serves net/http/pprof
+(/debug/pprof/..., including mutex and block profiles) on its own listener,
+without authentication: bind it to loopback only.
 `
 
 func main() {
@@ -72,6 +95,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cluster(args[1], args[2:], stdout)
 	case "backup":
 		err = backup(args[1:], stdout)
+	case "restore":
+		err = restore(args[1:], stdout)
 	case "healthcheck":
 		err = healthcheck(args[1:])
 	case "version", "--version", "-v":
@@ -130,7 +155,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve")
 	var cfg node.Config
-	var join, logLevel, trustedProxies string
+	var join, logLevel, trustedProxies, pprofAddr string
 	fs.StringVar(&cfg.NodeID, "node-id", "", "stable node id (default: generated and kept in the data dir)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for the Raft log, snapshots and the document tree")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", "HTTP listen address (REST, WebSocket, /metrics, health)")
@@ -155,7 +180,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&cfg.Tuning.TrailingLogs, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 10240)")
 	fs.DurationVar(&cfg.Tuning.SnapshotInterval, "raft-snapshot-interval", 0, "how often to check whether to snapshot (default 60s)")
 	fs.DurationVar(&cfg.Tuning.ElectionTimeout, "raft-election-timeout", 0, "election and heartbeat timeout (default 1s)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "PEM certificate: serve HTTPS on --http-addr (with --tls-key)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&cfg.TLSCAFile, "tls-ca", "", "PEM bundle node-to-node HTTPS calls trust (default: the system roots)")
+	fs.StringVar(&cfg.RaftTLSCertFile, "raft-tls-cert", "", "PEM certificate of this node on the Raft transport (mutual TLS; with --raft-tls-key and --raft-tls-ca)")
+	fs.StringVar(&cfg.RaftTLSKeyFile, "raft-tls-key", "", "PEM private key of --raft-tls-cert")
+	fs.StringVar(&cfg.RaftTLSCAFile, "raft-tls-ca", "", "PEM CA that signs every node's Raft certificate")
+	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve net/http/pprof on this separate, unauthenticated address (e.g. 127.0.0.1:6060); empty: off")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkTLSFlags(cfg); err != nil {
 		return err
 	}
 	for _, u := range strings.Split(join, ",") {
@@ -174,6 +209,14 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Out = stdout
+	cfg.Version = version
+	if pprofAddr != "" {
+		stop, err := startPprof(pprofAddr, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	n, err := node.Start(cfg)
 	if err != nil {
 		return err
@@ -277,11 +320,15 @@ func projectCreate(args []string, stdout io.Writer) error {
 	email := fs.String("owner-email", "", "owner account email")
 	password := fs.String("owner-password", "", "owner account password")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	c, err := newClient(*server, *token)
 	if err != nil {
+		return err
+	}
+	if c.http, err = httpClientFor(*caFile, 60*time.Second); err != nil {
 		return err
 	}
 	var out struct {
@@ -304,11 +351,15 @@ func cluster(sub string, args []string, stdout io.Writer) error {
 	server := fs.String("server", "", "URL of any node")
 	token := fs.String("admin-token", "", "admin token")
 	id := fs.String("node-id", "", "node to remove")
+	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	c, err := newClient(*server, *token)
 	if err != nil {
+		return err
+	}
+	if c.http, err = httpClientFor(*caFile, 60*time.Second); err != nil {
 		return err
 	}
 	if sub == "remove" {
@@ -336,14 +387,26 @@ func backup(args []string, stdout io.Writer) error {
 	server := fs.String("server", "", "URL of any node")
 	token := fs.String("admin-token", "", "admin token")
 	out := fs.String("out", "", "file to write")
+	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)")
+	fromDir := fs.String("from-data-dir", "", "back up a STOPPED node's data dir instead of asking a server (disaster recovery)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
 		return usageError("backup needs --out")
 	}
+	if *fromDir != "" {
+		if *server != "" {
+			return usageError("backup takes --server or --from-data-dir, not both")
+		}
+		return backupOffline(*fromDir, *out, stdout)
+	}
 	c, err := newClient(*server, *token)
 	if err != nil {
+		return err
+	}
+	// No overall timeout: a large backup takes as long as it takes.
+	if c.http, err = httpClientFor(*caFile, 0); err != nil {
 		return err
 	}
 	req, err := http.NewRequest(http.MethodGet, c.server+"/admin/backup", nil)
@@ -351,31 +414,194 @@ func backup(args []string, stdout io.Writer) error {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := (&http.Client{}).Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("backup: status %d", resp.StatusCode)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return responseError(http.MethodGet, "/admin/backup", resp.StatusCode, b)
 	}
-	tmp := *out + ".partial"
-	f, err := os.Create(tmp)
+	info, err := saveBackup(resp.Body, *out)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	n, err := io.Copy(f, resp.Body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if tr := resp.Trailer.Get("X-Revision"); tr != "" && tr != strconv.FormatUint(info.Revision, 10) {
+		return fmt.Errorf("backup: the server reports revision %s, the file holds %d", tr, info.Revision)
 	}
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	if err := os.Rename(tmp, *out); err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	fmt.Fprintf(stdout, "wrote %d bytes to %s\n", n, *out)
+	fmt.Fprintf(stdout, "wrote %d bytes to %s: revision %d, %d records, served by node %s at %s\n",
+		info.Bytes, *out, info.Revision, info.Records, info.NodeID, info.CreatedAt.Format(time.RFC3339))
 	return nil
+}
+
+// backupOffline writes a backup of a stopped node's data dir.
+func backupOffline(dir, out string, stdout io.Writer) error {
+	id := ""
+	if b, err := os.ReadFile(filepath.Join(dir, "node-id")); err == nil {
+		id = strings.TrimSpace(string(b))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := raftstore.BackupDir(ctx, dir, id, time.Now(), pw)
+		pw.CloseWithError(err)
+	}()
+	info, err := saveBackup(pr, out)
+	_ = pr.Close() // stops the writer when saving failed first
+	if err != nil {
+		return fmt.Errorf("backup of %s: %w", dir, err)
+	}
+	fmt.Fprintf(stdout, "wrote %d bytes to %s: revision %d, %d records, from the data dir %s (node %q) at %s\n",
+		info.Bytes, out, info.Revision, info.Records, dir, info.NodeID, info.CreatedAt.Format(time.RFC3339))
+	return nil
+}
+
+// saveBackup writes the stream to out (through out.partial, renamed only
+// once the whole stream has passed raftstore's checks) and describes it.
+func saveBackup(body io.Reader, out string) (raftstore.BackupInfo, error) {
+	tmp := out + ".partial"
+	// A backup holds password hashes and sealed secrets: owner-only.
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return raftstore.BackupInfo{}, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	type verified struct {
+		info raftstore.BackupInfo
+		err  error
+	}
+	pr, pw := io.Pipe()
+	done := make(chan verified, 1)
+	go func() {
+		info, err := raftstore.VerifyBackup(pr)
+		pr.CloseWithError(err) // a failed check stops the copy below
+		done <- verified{info, err}
+	}()
+	_, copyErr := io.Copy(io.MultiWriter(f, pw), body)
+	pw.CloseWithError(copyErr)
+	v := <-done
+	switch {
+	case copyErr != nil && (v.err == nil || errors.Is(v.err, copyErr)):
+		return raftstore.BackupInfo{}, copyErr // the stream broke (or the check stopped it)
+	case v.err != nil && copyErr != nil:
+		return raftstore.BackupInfo{}, fmt.Errorf("%w (the stream broke: %v)", v.err, copyErr)
+	case v.err != nil:
+		return raftstore.BackupInfo{}, v.err
+	}
+	if err := f.Sync(); err != nil {
+		return raftstore.BackupInfo{}, err
+	}
+	keep = true
+	if err := f.Close(); err != nil {
+		_ = os.Remove(tmp)
+		return raftstore.BackupInfo{}, err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		_ = os.Remove(tmp)
+		return raftstore.BackupInfo{}, err
+	}
+	if d, err := os.Open(filepath.Dir(out)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return v.info, nil
+}
+
+// responseError describes a failed operator call from its JSON error body.
+func responseError(method, path string, status int, body []byte) error {
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		return fmt.Errorf("%s %s: %d %s: %s", method, path, status, e.Error.Code, e.Error.Message)
+	}
+	return fmt.Errorf("%s %s: status %d", method, path, status)
+}
+
+// restore seeds a new single-node cluster's data dir from a backup, offline.
+func restore(args []string, stdout io.Writer) error {
+	fs := newFlags("restore")
+	from := fs.String("from", "", "backup file written by edgebase backup")
+	dataDir := fs.String("data-dir", "", "data directory of the new node: absent or empty")
+	nodeID := fs.String("node-id", "", "id the node will run with (default: generated and kept in the data dir)")
+	raftAddr := fs.String("raft-addr", ":7000", "Raft listen address the node will be served with")
+	advertiseRaft := fs.String("advertise-raft", "", "host:port other nodes will use to reach the node's Raft port (default: derived from --raft-addr, as serve does)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *from == "" {
+		return usageError("restore needs --from FILE")
+	}
+	if *dataDir == "" {
+		return usageError("restore needs --data-dir DIR")
+	}
+	adv := *advertiseRaft
+	if adv == "" {
+		var err error
+		if adv, err = advertisedRaft(*raftAddr); err != nil {
+			return usageError(err.Error())
+		}
+	}
+	id := *nodeID
+	if id == "" {
+		var raw [4]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return fmt.Errorf("restore: random node id: %w", err)
+		}
+		id = "node-" + hex.EncodeToString(raw[:])
+	}
+	f, err := os.Open(*from)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := raftstore.Restore(ctx, raftstore.RestoreConfig{Dir: *dataDir, NodeID: id, RaftAdvertise: adv, From: f})
+	if err != nil {
+		return fmt.Errorf("restore from %s: %w", *from, err)
+	}
+	// serve without --node-id reads its id from here (as it keeps a generated one).
+	if err := os.WriteFile(filepath.Join(*dataDir, "node-id"), []byte(id+"\n"), 0o600); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	b := res.Backup
+	fmt.Fprintf(stdout, "restored revision %d (%d records from node %s, taken %s) into %s\n",
+		b.Revision, b.Records, b.NodeID, b.CreatedAt.Format(time.RFC3339), *dataDir)
+	if len(res.OldMembers) > 0 {
+		fmt.Fprintf(stdout, "dropped the old cluster's member records: %s\n", strings.Join(res.OldMembers, ", "))
+	}
+	if len(res.OldRemovals) > 0 {
+		fmt.Fprintf(stdout, "dropped the old cluster's removal records: %s\n", strings.Join(res.OldRemovals, ", "))
+	}
+	fmt.Fprintf(stdout, "node %s is the sole voter of a new cluster, at Raft address %s; start it without --join:\n"+
+		"  edgebase serve --data-dir %s --node-id %s --advertise-raft %s ...\n"+
+		"then add members with serve --join.\n", id, adv, *dataDir, id, adv)
+	return nil
+}
+
+// advertisedRaft derives the Raft address serve advertises for a listen
+// address: an unspecified host is 127.0.0.1. Port 0 cannot be known offline.
+func advertisedRaft(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("bad --raft-addr %q: %v", listen, err)
+	}
+	if port == "0" || port == "" {
+		return "", fmt.Errorf("--raft-addr %q has no fixed port: give --advertise-raft HOST:PORT", listen)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // healthcheck exits non-zero unless the URL answers 200 (for container
@@ -383,10 +609,15 @@ func backup(args []string, stdout io.Writer) error {
 func healthcheck(args []string) error {
 	fs := newFlags("healthcheck")
 	u := fs.String("url", "http://127.0.0.1:8080/readyz", "URL to check")
+	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// URL (default: the system roots)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get(*u)
+	hc, err := httpClientFor(*caFile, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Get(*u)
 	if err != nil {
 		return err
 	}

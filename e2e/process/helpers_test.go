@@ -291,6 +291,43 @@ func (c *cluster) byID(id string) *proc {
 	return nil
 }
 
+// newProc is a node slot under base with fresh loopback ports and the flags
+// every node of these tests runs with (add --join, TLS or env to taste).
+func newProc(t *testing.T, base, id string) *proc {
+	p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: freePort(t), raftPort: freePort(t),
+		logPath: filepath.Join(base, id+".log")}
+	p.args = []string{"serve",
+		"--node-id", p.id,
+		"--data-dir", p.dataDir,
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", p.httpPort),
+		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", p.raftPort),
+		"--advertise-http", p.url(),
+		"--advertise-raft", fmt.Sprintf("127.0.0.1:%d", p.raftPort),
+		"--admin-token", adminToken,
+		"--cluster-secret", clusterSecret,
+	}
+	return p
+}
+
+// killAtCleanup kills, when the test ends, every node nodes() returns that
+// is still running, and prints the last tail bytes of each one's output when
+// the test failed (or always with EDGEBASE_E2E_LOGS=1).
+func killAtCleanup(t *testing.T, nodes func() []*proc, tail int64) {
+	t.Cleanup(func() {
+		for _, p := range nodes() {
+			if p.running() {
+				_ = p.cmd.Process.Signal(syscall.SIGKILL)
+				<-p.done
+			}
+		}
+		if t.Failed() || os.Getenv("EDGEBASE_E2E_LOGS") == "1" {
+			for _, p := range nodes() {
+				t.Logf("---- output of %s (%s) ----\n%s", p.id, p.logPath, p.logTail(tail))
+			}
+		}
+	})
+}
+
 // mustStartCluster starts three voters: n1 bootstraps, n2 and n3 join it.
 // It returns once every node is ready and n1 reports 3 voters and a leader.
 func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
@@ -298,36 +335,14 @@ func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *clus
 	base := t.TempDir()
 	c := &cluster{t: t, ctx: ctx}
 	for i := 1; i <= 3; i++ {
-		p := &proc{t: t, id: fmt.Sprintf("n%d", i), dataDir: filepath.Join(base, fmt.Sprintf("n%d", i)),
-			httpPort: freePort(t), raftPort: freePort(t), logPath: filepath.Join(base, fmt.Sprintf("n%d.log", i)), env: opts.env}
-		p.args = []string{"serve",
-			"--node-id", p.id,
-			"--data-dir", p.dataDir,
-			"--http-addr", fmt.Sprintf("127.0.0.1:%d", p.httpPort),
-			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", p.raftPort),
-			"--advertise-http", p.url(),
-			"--advertise-raft", fmt.Sprintf("127.0.0.1:%d", p.raftPort),
-			"--admin-token", adminToken,
-			"--cluster-secret", clusterSecret,
-		}
+		p := newProc(t, base, fmt.Sprintf("n%d", i))
+		p.env = opts.env
 		c.nodes = append(c.nodes, p)
 	}
 	for _, p := range c.nodes[1:] {
 		p.args = append(p.args, "--join", c.nodes[0].url())
 	}
-	t.Cleanup(func() {
-		for _, p := range c.nodes {
-			if p.running() {
-				_ = p.cmd.Process.Signal(syscall.SIGKILL)
-				<-p.done
-			}
-		}
-		if t.Failed() || os.Getenv("EDGEBASE_E2E_LOGS") == "1" {
-			for _, p := range c.nodes {
-				t.Logf("---- output of %s (%s) ----\n%s", p.id, p.logPath, p.logTail(48<<10))
-			}
-		}
-	})
+	killAtCleanup(t, func() []*proc { return c.nodes }, 48<<10)
 	c.nodes[0].mustStart()
 	c.mustReady(c.nodes[0], 20*time.Second)
 	for _, p := range c.nodes[1:] {

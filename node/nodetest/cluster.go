@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/internal/testpki"
 	"github.com/edgebase/edgebase/node"
 	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
@@ -80,6 +81,11 @@ type Options struct {
 	FCMEndpoint string
 	// PushTuning sizes the push dispatcher.
 	PushTuning push.Tuning
+	// TLS serves every node's HTTP port over HTTPS with a certificate from
+	// the cluster's throwaway CA (Cluster.CA); node-to-node calls trust it.
+	TLS bool
+	// RaftTLS wraps the Raft transport in mutual TLS with that CA.
+	RaftTLS bool
 }
 
 // Cluster is a set of in-process nodes sharing a cluster secret.
@@ -87,6 +93,12 @@ type Cluster struct {
 	t     testing.TB
 	opts  Options
 	Nodes []*Member
+	// CA issued the nodes' certificates (nil without TLS or RaftTLS).
+	CA *testpki.CA
+	// Client talks to the nodes: it trusts CA when TLS is on.
+	Client *http.Client
+	base   string          // parent of the members' data dirs
+	taken  map[string]bool // addresses handed out to members
 }
 
 // Member is one node slot: it keeps its id, ports and data dir across restarts.
@@ -97,11 +109,19 @@ type Member struct {
 	HTTPAddr string
 	RaftAddr string
 	Node     *node.Node // nil while stopped
-	logs     *lockedBuffer
+	// TLS holds the member's certificate files when the cluster uses TLS.
+	TLS  testpki.Files
+	logs *lockedBuffer
+	tls  bool
 }
 
 // URL is the member's HTTP base URL.
-func (m *Member) URL() string { return "http://" + m.HTTPAddr }
+func (m *Member) URL() string {
+	if m.tls {
+		return "https://" + m.HTTPAddr
+	}
+	return "http://" + m.HTTPAddr
+}
 
 // FastTuning makes elections and snapshots quick enough for tests on a busy
 // 2-core machine without being flaky.
@@ -126,16 +146,21 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.Tuning == (raftstore.Tuning{}) {
 		opts.Tuning = FastTuning()
 	}
-	c := &Cluster{t: t, opts: opts}
 	base := t.TempDir()
-	taken := map[string]bool{}
+	c := &Cluster{t: t, opts: opts, Client: http.DefaultClient, base: base, taken: map[string]bool{}}
+	if opts.TLS || opts.RaftTLS {
+		c.CA = testpki.NewCA(t, "edgebase test CA")
+	}
+	if opts.TLS {
+		c.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: c.CA.ClientConfig()}}
+		t.Cleanup(c.Client.CloseIdleConnections)
+	}
 	for i := 0; i < opts.Voters+opts.Edges; i++ {
-		m := &Member{ID: fmt.Sprintf("n%d", i+1), Edge: i >= opts.Voters, DataDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			HTTPAddr: freeAddr(t, taken), RaftAddr: freeAddr(t, taken), logs: &lockedBuffer{}}
-		if m.Edge {
-			m.ID = fmt.Sprintf("e%d", i-opts.Voters+1)
+		id := fmt.Sprintf("n%d", i+1)
+		if i >= opts.Voters {
+			id = fmt.Sprintf("e%d", i-opts.Voters+1)
 		}
-		c.Nodes = append(c.Nodes, m)
+		c.newMember(id, i >= opts.Voters)
 	}
 	t.Cleanup(func() {
 		for _, m := range c.Nodes {
@@ -161,9 +186,87 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// newMember adds a stopped member slot with fresh ports and a data dir.
+func (c *Cluster) newMember(id string, edge bool) *Member {
+	m := &Member{ID: id, Edge: edge, DataDir: filepath.Join(c.base, fmt.Sprintf("n%d", len(c.Nodes)+1)),
+		HTTPAddr: freeAddr(c.t, c.taken), RaftAddr: freeAddr(c.t, c.taken), logs: &lockedBuffer{}, tls: c.opts.TLS}
+	if c.CA != nil {
+		m.TLS = c.CA.WriteFiles(c.t, c.base, m.ID)
+	}
+	c.Nodes = append(c.Nodes, m)
+	return m
+}
+
+// AddMember adds a new member (a voter, or an edge), starts it so that it
+// joins the running cluster, and waits until it is ready; it returns its index.
+func (c *Cluster) AddMember(edge bool) int {
+	c.t.Helper()
+	prefix, n := "n", 1
+	if edge {
+		prefix = "e"
+	}
+	for _, m := range c.Nodes {
+		if m.Edge == edge {
+			n++
+		}
+	}
+	c.newMember(fmt.Sprintf("%s%d", prefix, n), edge)
+	i := len(c.Nodes) - 1
+	c.StartMember(i)
+	c.WaitReady(i, 20*time.Second)
+	return i
+}
+
+// Stop stops member i gracefully (leadership handed over when it leads,
+// HTTP drained), as on SIGTERM.
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	if n := c.Nodes[i].Node; n != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := n.Close(ctx); err != nil {
+			c.t.Logf("close %s: %v", c.Nodes[i].ID, err)
+		}
+		c.Nodes[i].Node = nil
+	}
+}
+
+// MoveRaftPort gives stopped member i a new Raft port, as when a node comes
+// back with its data dir on another address (dynamic ports, a moved host);
+// the next StartMember listens and advertises there. It returns the new
+// address.
+func (c *Cluster) MoveRaftPort(i int) string {
+	c.t.Helper()
+	m := c.Nodes[i]
+	if m.Node != nil {
+		c.t.Fatalf("MoveRaftPort: %s is running; stop it first", m.ID)
+	}
+	m.RaftAddr = freeAddr(c.t, c.taken)
+	return m.RaftAddr
+}
+
 // StartMember (re)starts member i on its ports and data dir.
 func (c *Cluster) StartMember(i int) {
 	c.t.Helper()
+	m := c.Nodes[i]
+	cfg := c.MemberConfig(i)
+	var err error
+	// The port may still be in TIME_WAIT after a kill; retry briefly.
+	for attempt := 0; attempt < 50; attempt++ {
+		m.Node, err = node.Start(cfg)
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		c.t.Fatalf("start %s: %v", m.ID, err)
+	}
+}
+
+// MemberConfig is the configuration StartMember starts member i with (tests
+// that expect a start to fail call node.Start with it themselves).
+func (c *Cluster) MemberConfig(i int) node.Config {
 	m := c.Nodes[i]
 	var join []string
 	if i > 0 {
@@ -174,7 +277,6 @@ func (c *Cluster) StartMember(i int) {
 		}
 	}
 	hp := cheapHash
-	var err error
 	key := SecretKey
 	if c.opts.NoSecretKey {
 		key = ""
@@ -183,25 +285,22 @@ func (c *Cluster) StartMember(i int) {
 	if sweep == 0 {
 		sweep = time.Hour
 	}
-	// The port may still be in TIME_WAIT after a kill; retry briefly.
-	for attempt := 0; attempt < 50; attempt++ {
-		m.Node, err = node.Start(node.Config{
-			NodeID: m.ID, DataDir: m.DataDir, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr,
-			Join: join, Edge: m.Edge, AdminToken: AdminToken, ClusterSecret: Secret,
-			Logger: slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-			Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
-			Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL,
-			SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
-			FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning,
-		})
-		if err == nil || !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	cfg := node.Config{
+		NodeID: m.ID, DataDir: m.DataDir, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr,
+		Join: join, Edge: m.Edge, AdminToken: AdminToken, ClusterSecret: Secret,
+		Logger: slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
+		Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL,
+		SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
+		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning,
 	}
-	if err != nil {
-		c.t.Fatalf("start %s: %v", m.ID, err)
+	if c.opts.TLS {
+		cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = m.TLS.Cert, m.TLS.Key, m.TLS.CA
 	}
+	if c.opts.RaftTLS {
+		cfg.RaftTLSCertFile, cfg.RaftTLSKeyFile, cfg.RaftTLSCAFile = m.TLS.Cert, m.TLS.Key, m.TLS.CA
+	}
+	return cfg
 }
 
 // Kill stops member i abruptly (Raft shutdown without leadership transfer).
@@ -218,7 +317,7 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) {
 	c.t.Helper()
 	m := c.Nodes[i]
 	CheckFor(c.t, timeout, 50*time.Millisecond, func() error {
-		resp, err := http.Get(m.URL() + "/readyz")
+		resp, err := c.Client.Get(m.URL() + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -286,7 +385,7 @@ func (c *Cluster) CreateProject(i int) Project {
 // (when non-nil); it returns the status. Transport errors fail the test.
 func (c *Cluster) Do(i int, method, path string, headers map[string]string, body any, out any) int {
 	c.t.Helper()
-	st, b, err := DoJSON(context.Background(), c.Nodes[i].URL(), method, path, headers, body)
+	st, b, err := doJSON(context.Background(), c.Client, c.Nodes[i].URL(), method, path, headers, body)
 	if err != nil {
 		c.t.Fatalf("%s %s on %s: %v", method, path, c.Nodes[i].ID, err)
 	}
@@ -300,6 +399,10 @@ func (c *Cluster) Do(i int, method, path string, headers map[string]string, body
 
 // DoJSON is one JSON request; body nil sends no body.
 func DoJSON(ctx context.Context, base, method, path string, headers map[string]string, body any) (int, []byte, error) {
+	return doJSON(ctx, http.DefaultClient, base, method, path, headers, body)
+}
+
+func doJSON(ctx context.Context, client *http.Client, base, method, path string, headers map[string]string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -318,7 +421,7 @@ func DoJSON(ctx context.Context, base, method, path string, headers map[string]s
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
