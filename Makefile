@@ -4,11 +4,12 @@ GO          ?= go
 GOBIN_DIR   := $(shell $(GO) env GOPATH)/bin
 STATICCHECK ?= $(GOBIN_DIR)/staticcheck
 IMAGE       ?= edgebase:dev
+PROM_IMAGE  ?= edgebase-prometheus:dev
 CA_BUNDLE   ?= /etc/ssl/certs/ca-certificates.crt
 # docker-compose (v1) where it is installed, else the compose plugin.
 COMPOSE     ?= $(shell if command -v docker-compose >/dev/null 2>&1; then echo docker-compose; else echo docker compose; fi)
 
-.PHONY: build run test bench image compose-up compose-down clean
+.PHONY: build run test bench image image-prometheus compose-up compose-monitoring compose-down clean
 
 ## build: static binary at ./bin/edgebase
 build:
@@ -46,9 +47,19 @@ image:
 compose-up: image
 	$(COMPOSE) -f docker-compose.yml up -d
 
-## compose-down: stop it and delete its volumes
+## image-prometheus: the FROM scratch image $(PROM_IMAGE) around the host's
+## Prometheus (Debian's package), staged in bin/prometheus-image/
+image-prometheus:
+	deploy/prometheus/stage-rootfs.sh bin/prometheus-image
+	docker build -t $(PROM_IMAGE) -f deploy/prometheus/Dockerfile bin/prometheus-image
+
+## compose-monitoring: compose-up plus Prometheus (profile "monitoring") on 127.0.0.1:19090 (EB_PROM_PORT)
+compose-monitoring: image image-prometheus
+	$(COMPOSE) -f docker-compose.yml --profile monitoring up -d
+
+## compose-down: stop it (Prometheus too) and delete its volumes
 compose-down:
-	$(COMPOSE) -f docker-compose.yml down -v
+	$(COMPOSE) -f docker-compose.yml --profile monitoring down -v
 
 clean:
 	rm -rf bin

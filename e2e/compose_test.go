@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,98 +46,11 @@ var (
 // EDGEBASE_REQUIRE_DOCKER=1 (as CI sets it), where it fails. The containers'
 // logs are printed when the test fails, or always with EDGEBASE_E2E_LOGS=1.
 func TestComposeCluster(t *testing.T) {
-	requireDocker := os.Getenv("EDGEBASE_REQUIRE_DOCKER") == "1"
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if requireDocker {
-			t.Fatalf("EDGEBASE_REQUIRE_DOCKER=1 but %s", msg)
-		}
-		t.Skipf("skipping the docker-compose end-to-end test: %s (EDGEBASE_REQUIRE_DOCKER=1 turns this into a failure)", msg)
-	}
-	if testing.Short() && !requireDocker {
-		t.Skip("skipping the docker-compose end-to-end test in -short mode")
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		unavailable("the docker command is not installed")
-	}
-	if out, err := run(30*time.Second, "", os.Environ(), "docker", "info"); err != nil {
-		unavailable("no Docker engine answers: %v\n%s", err, tail(out, 20))
-	}
-	composeCmd, err := composeCommand()
-	if err != nil {
-		unavailable("%v", err)
-	}
-
-	root := repoRoot(t)
-	buildImage(t, root)
-
-	// Start the cluster under a project name of its own, on free host ports.
-	ports := map[string]int{}
-	env := os.Environ()
-	for _, s := range services {
-		ports[s] = freePort(t)
-		env = append(env, fmt.Sprintf("EB_%s_PORT=%d", strings.ToUpper(s), ports[s]))
-	}
-	c := &compose{
-		cmd:     composeCmd,
-		file:    filepath.Join(root, "docker-compose.yml"),
-		project: "ebe2e" + randomHex(t, 4),
-		dir:     root,
-		env:     env,
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("EDGEBASE_E2E_LOGS") == "1" {
-			out, err := c.run(time.Minute, "logs", "--no-color", "--timestamps", "--tail=300")
-			t.Logf("docker-compose logs (%v):\n%s", err, out)
-		}
-		out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5")
-		if err != nil {
-			t.Errorf("docker-compose down -v: %v\n%s", err, out)
-		}
-	})
-	if out, err := c.run(3*time.Minute, "up", "-d", "--no-build"); err != nil {
-		t.Fatalf("docker-compose up -d: %v\n%s", err, out)
-	}
-	t.Logf("compose project %s: ports %v", c.project, ports)
-
-	adminToken := readEnvFile(t, filepath.Join(root, "deploy", "compose.env"))["EDGEBASE_ADMIN_TOKEN"]
-	if adminToken == "" {
-		t.Fatal("deploy/compose.env sets no EDGEBASE_ADMIN_TOKEN")
-	}
-	nodes := map[string]*client{}
-	for _, s := range services {
-		nodes[s] = newClient(s, fmt.Sprintf("http://127.0.0.1:%d", ports[s]))
-	}
+	cl := startComposeCluster(t)
+	c, nodes, adminToken := cl.c, cl.nodes, cl.adminToken
 
 	// 1. Every node ready; every node sees the same 4-member cluster and leader.
-	took := checkFor(t, 150*time.Second, 500*time.Millisecond, "/readyz 200 on every node", func() error {
-		return allReady(nodes, services)
-	})
-	t.Logf("all nodes ready after %v", took.Round(time.Millisecond))
-	for _, s := range services {
-		r, err := nodes[s].doJSON(http.MethodGet, "/healthz", nil, nil)
-		expect(t, "GET /healthz on "+s, r, err, http.StatusOK)
-	}
-	var leader string
-	checkFor(t, 60*time.Second, 500*time.Millisecond, "one leader and 4 members seen by every node", func() error {
-		seen := map[string]bool{}
-		for _, s := range services {
-			cs, err := nodes[s].cluster(adminToken)
-			if err != nil {
-				return err
-			}
-			if err := checkMembers(cs, services); err != nil {
-				return fmt.Errorf("GET /admin/cluster on %s: %w", s, err)
-			}
-			seen[cs.Leader] = true
-			leader = cs.Leader
-		}
-		if len(seen) != 1 {
-			return fmt.Errorf("nodes disagree on the leader: %v", seen)
-		}
-		return nil
-	})
+	leader := cl.awaitFormed(t)
 	followers := without(voters, leader)
 	t.Logf("leader %s, followers %v", leader, followers)
 
@@ -146,48 +58,15 @@ func TestComposeCluster(t *testing.T) {
 	expect(t, "GET /admin/cluster without the admin token", r, err, http.StatusUnauthorized, http.StatusForbidden)
 
 	// 2. A project, created through n1; its owner logs in through a follower.
-	const ownerEmail, ownerPassword = "owner@e2e.example.com", "e2e-Owner-pw-4821-kQz"
-	r, err = nodes["n1"].doJSON(http.MethodPost, "/admin/projects", bearer(adminToken), map[string]string{
-		"name": "e2e", "ownerEmail": ownerEmail, "ownerPassword": ownerPassword,
-	})
-	expect(t, "POST /admin/projects on n1", r, err, http.StatusCreated)
-	var proj struct {
-		ProjectID string `json:"projectId"`
-		APIKey    string `json:"apiKey"`
-		OwnerID   string `json:"ownerId"`
-	}
-	if err := r.decode(&proj); err != nil || proj.ProjectID == "" || proj.APIKey == "" || proj.OwnerID == "" {
-		t.Fatalf("POST /admin/projects: want projectId, apiKey, ownerId; got %s (%v)", r, err)
-	}
-
-	r, err = nodes[followers[0]].doJSON(http.MethodPost, "/api/auth",
-		map[string]string{"X-Project-Id": proj.ProjectID, "X-API-Key": proj.APIKey},
-		map[string]string{"action": "login", "email": ownerEmail, "password": ownerPassword})
-	expect(t, "login on "+followers[0], r, err, http.StatusOK)
-	var login struct {
-		RequiresTotp bool   `json:"requiresTotp"`
-		Token        string `json:"token"`
-		User         struct {
-			ID    string `json:"id"`
-			Email string `json:"email"`
-			Role  string `json:"role"`
-		} `json:"user"`
-	}
-	if err := r.decode(&login); err != nil {
-		t.Fatal(err)
-	}
-	if login.RequiresTotp || login.Token == "" || login.User.ID != proj.OwnerID ||
-		login.User.Email != ownerEmail || login.User.Role != "owner" {
-		t.Fatalf("login: want requiresTotp false, a token and the owner (%s, owner role); got %s", proj.OwnerID, r)
-	}
-	token := login.Token
+	proj := cl.newProject(t, "n1", followers[0])
+	token := proj.token
 
 	// 2b. The second factor across containers (the nodes share the secret
 	// key of deploy/compose.env): a user enrolls through one node, confirms
 	// through another; the confirming code replayed through a third is
 	// refused; a login through the edge node needs the second step, which a
 	// recovery code completes through the leader, once.
-	totpAcrossNodes(t, nodes, proj.ProjectID, proj.APIKey, leader, followers)
+	totpAcrossNodes(t, nodes, proj.id, proj.apiKey, leader, followers)
 
 	// 3. Writes through a follower and through the edge node; strong reads
 	// on every other node see them at once (no retry: linearizable reads).
@@ -216,7 +95,7 @@ func TestComposeCluster(t *testing.T) {
 
 	// 3b. Live sync across real hosts: subscribers on a follower and on the
 	// edge container receive every write made through the leader, in order.
-	liveAcrossNodes(t, nodes, proj.ProjectID, proj.APIKey, token, leader, []string{followers[1], "e1"})
+	liveAcrossNodes(t, nodes, proj.id, proj.apiKey, token, leader, []string{followers[1], "e1"})
 
 	// 4. Stop the leader (SIGTERM, graceful). Within failoverLimit of the
 	// stop being issued a survivor must report a new leader and accept a write.

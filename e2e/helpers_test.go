@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/repo"
 )
 
 // checkFor calls fn every step until it returns nil, and fails the test with
@@ -45,23 +47,14 @@ func waitFor(timeout, step time.Duration, fn func() error) (time.Duration, error
 	}
 }
 
-// repoRoot walks up from the working directory to the directory holding go.mod.
+// repoRoot is the repository's root directory.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -288,4 +281,170 @@ func sameJSON(a, b any) bool {
 	na, _ := json.Marshal(va)
 	nb, _ := json.Marshal(vb)
 	return bytes.Equal(na, nb)
+}
+
+// composeCluster is docker-compose.yml running under a project of its own.
+type composeCluster struct {
+	c          *compose
+	root       string
+	ports      map[string]int     // service → published HTTP port on 127.0.0.1
+	nodes      map[string]*client // service → client of its published port
+	adminToken string             // from deploy/compose.env
+}
+
+// startComposeCluster builds the image and starts docker-compose.yml (three
+// voters and one edge node) under a project name of its own, on free host
+// ports. It skips without a Docker engine or docker-compose, unless
+// EDGEBASE_REQUIRE_DOCKER=1 (as CI sets it), where it fails. At cleanup the
+// containers' logs are printed when the test failed, or always with
+// EDGEBASE_E2E_LOGS=1, and the project is taken down with its volumes.
+func startComposeCluster(t *testing.T) *composeCluster {
+	t.Helper()
+	requireDocker := os.Getenv("EDGEBASE_REQUIRE_DOCKER") == "1"
+	unavailable := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		if requireDocker {
+			t.Fatalf("EDGEBASE_REQUIRE_DOCKER=1 but %s", msg)
+		}
+		t.Skipf("skipping the docker-compose end-to-end test: %s (EDGEBASE_REQUIRE_DOCKER=1 turns this into a failure)", msg)
+	}
+	if testing.Short() && !requireDocker {
+		t.Skip("skipping the docker-compose end-to-end test in -short mode")
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		unavailable("the docker command is not installed")
+	}
+	if out, err := run(30*time.Second, "", os.Environ(), "docker", "info"); err != nil {
+		unavailable("no Docker engine answers: %v\n%s", err, tail(out, 20))
+	}
+	composeCmd, err := composeCommand()
+	if err != nil {
+		unavailable("%v", err)
+	}
+
+	root := repoRoot(t)
+	buildImage(t, root)
+
+	ports := map[string]int{}
+	env := os.Environ()
+	for _, s := range services {
+		ports[s] = freePort(t)
+		env = append(env, fmt.Sprintf("EB_%s_PORT=%d", strings.ToUpper(s), ports[s]))
+	}
+	c := &compose{
+		cmd:     composeCmd,
+		file:    filepath.Join(root, "docker-compose.yml"),
+		project: "ebe2e" + randomHex(t, 4),
+		dir:     root,
+		env:     env,
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("EDGEBASE_E2E_LOGS") == "1" {
+			out, err := c.run(time.Minute, "logs", "--no-color", "--timestamps", "--tail=300")
+			t.Logf("docker-compose logs (%v):\n%s", err, out)
+		}
+		out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5")
+		if err != nil {
+			t.Errorf("docker-compose down -v: %v\n%s", err, out)
+		}
+	})
+	if out, err := c.run(3*time.Minute, "up", "-d", "--no-build"); err != nil {
+		t.Fatalf("docker-compose up -d: %v\n%s", err, out)
+	}
+	t.Logf("compose project %s: ports %v", c.project, ports)
+
+	adminToken := readEnvFile(t, filepath.Join(root, "deploy", "compose.env"))["EDGEBASE_ADMIN_TOKEN"]
+	if adminToken == "" {
+		t.Fatal("deploy/compose.env sets no EDGEBASE_ADMIN_TOKEN")
+	}
+	nodes := map[string]*client{}
+	for _, s := range services {
+		nodes[s] = newClient(s, fmt.Sprintf("http://127.0.0.1:%d", ports[s]))
+	}
+	return &composeCluster{c: c, root: root, ports: ports, nodes: nodes, adminToken: adminToken}
+}
+
+// awaitFormed waits until every node is ready (/readyz, then /healthz) and
+// every node sees the same 4-member cluster and leader, which it returns.
+func (cl *composeCluster) awaitFormed(t *testing.T) string {
+	t.Helper()
+	nodes := cl.nodes
+	took := checkFor(t, 150*time.Second, 500*time.Millisecond, "/readyz 200 on every node", func() error {
+		return allReady(nodes, services)
+	})
+	t.Logf("all nodes ready after %v", took.Round(time.Millisecond))
+	for _, s := range services {
+		r, err := nodes[s].doJSON(http.MethodGet, "/healthz", nil, nil)
+		expect(t, "GET /healthz on "+s, r, err, http.StatusOK)
+	}
+	var leader string
+	checkFor(t, 60*time.Second, 500*time.Millisecond, "one leader and 4 members seen by every node", func() error {
+		seen := map[string]bool{}
+		for _, s := range services {
+			cs, err := nodes[s].cluster(cl.adminToken)
+			if err != nil {
+				return err
+			}
+			if err := checkMembers(cs, services); err != nil {
+				return fmt.Errorf("GET /admin/cluster on %s: %w", s, err)
+			}
+			seen[cs.Leader] = true
+			leader = cs.Leader
+		}
+		if len(seen) != 1 {
+			return fmt.Errorf("nodes disagree on the leader: %v", seen)
+		}
+		return nil
+	})
+	return leader
+}
+
+// project is a project created through the admin API and its owner's session.
+type project struct {
+	id      string
+	apiKey  string
+	ownerID string
+	token   string // the owner's session token
+}
+
+// newProject creates a project through node createVia with the admin token
+// and logs its owner in through node loginVia.
+func (cl *composeCluster) newProject(t *testing.T, createVia, loginVia string) project {
+	t.Helper()
+	const ownerEmail, ownerPassword = "owner@e2e.example.com", "e2e-Owner-pw-4821-kQz"
+	r, err := cl.nodes[createVia].doJSON(http.MethodPost, "/admin/projects", bearer(cl.adminToken), map[string]string{
+		"name": "e2e", "ownerEmail": ownerEmail, "ownerPassword": ownerPassword,
+	})
+	expect(t, "POST /admin/projects on "+createVia, r, err, http.StatusCreated)
+	var proj struct {
+		ProjectID string `json:"projectId"`
+		APIKey    string `json:"apiKey"`
+		OwnerID   string `json:"ownerId"`
+	}
+	if err := r.decode(&proj); err != nil || proj.ProjectID == "" || proj.APIKey == "" || proj.OwnerID == "" {
+		t.Fatalf("POST /admin/projects: want projectId, apiKey, ownerId; got %s (%v)", r, err)
+	}
+
+	r, err = cl.nodes[loginVia].doJSON(http.MethodPost, "/api/auth",
+		map[string]string{"X-Project-Id": proj.ProjectID, "X-API-Key": proj.APIKey},
+		map[string]string{"action": "login", "email": ownerEmail, "password": ownerPassword})
+	expect(t, "login on "+loginVia, r, err, http.StatusOK)
+	var login struct {
+		RequiresTotp bool   `json:"requiresTotp"`
+		Token        string `json:"token"`
+		User         struct {
+			ID    string `json:"id"`
+			Email string `json:"email"`
+			Role  string `json:"role"`
+		} `json:"user"`
+	}
+	if err := r.decode(&login); err != nil {
+		t.Fatal(err)
+	}
+	if login.RequiresTotp || login.Token == "" || login.User.ID != proj.OwnerID ||
+		login.User.Email != ownerEmail || login.User.Role != "owner" {
+		t.Fatalf("login: want requiresTotp false, a token and the owner (%s, owner role); got %s", proj.OwnerID, r)
+	}
+	return project{id: proj.ProjectID, apiKey: proj.APIKey, ownerID: proj.OwnerID, token: login.Token}
 }
