@@ -108,6 +108,10 @@ func (s *Server) allow(ctx context.Context, p *auth.Principal, op auth.Op, path 
 	if err != nil {
 		return err
 	}
+	return s.allowWith(ctx, rules, p, op, path, resource, request)
+}
+
+func (s *Server) allowWith(ctx context.Context, rules *auth.CompiledRules, p *auth.Principal, op auth.Op, path string, resource, request json.RawMessage) error {
 	ok, err := rules.Allow(ctx, op, auth.RuleInput{Path: path, Auth: authInfo(p), Resource: resource, Request: request})
 	if err != nil {
 		s.logger.Debug("rule evaluation failed", "request_id", requestID(ctx), "err", err)
@@ -251,19 +255,64 @@ func preconditionFailed(want, got uint64) *apiError {
 	return newError(http.StatusPreconditionFailed, "precondition_failed", fmt.Sprintf("If-Match %d does not match the current revision %d", want, got))
 }
 
+// writer is the caller of a write and, when it was resolved from local
+// state, the conditions that make that check hold at the write's commit.
+type writer struct {
+	p     *auth.Principal
+	guard []raftstore.Cond // nil: resolved after a strong read
+}
+
+// writePrincipal resolves the caller of a write. No strong read (a quorum
+// round trip on every write) is needed: the token is checked on this node's
+// local state, and the write carries the revisions of the session and
+// account documents that check read (auth.AuthenticateGuard), so it commits
+// only if the token is still valid, for the same principal, at the write's
+// own revision. A write refused on them is checked again after a strong read
+// (strong), which answers 401 for a token revoked meanwhile. A request with
+// an X-API-Key is checked after a strong read, as reads are.
+func (s *Server) writePrincipal(ctx context.Context, r *http.Request, strong bool) (writer, error) {
+	if strong || r.Header.Get("X-API-Key") != "" {
+		p, err := s.principal(ctx, r, raftstore.Strong, 0)
+		return writer{p: p}, err
+	}
+	tok := bearer(r)
+	if tok == "" {
+		return writer{}, auth.ErrMissingToken
+	}
+	if err := s.waitRead(ctx, raftstore.Local, 0); err != nil {
+		return writer{}, err
+	}
+	p, guard, err := s.accounts.AuthenticateGuard(tok)
+	if errors.Is(err, auth.ErrInvalidToken) {
+		// Maybe issued elsewhere and not applied here yet.
+		return s.writePrincipal(ctx, r, true)
+	}
+	if err != nil {
+		return writer{}, err
+	}
+	if pid := r.Header.Get("X-Project-Id"); pid != "" && pid != p.ProjectID {
+		return writer{}, newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")
+	}
+	return writer{p: p, guard: guard}, nil
+}
+
 // writeDoc runs one guarded write: the rules are evaluated against the
 // document as read, and the write is conditional on that same revision, so a
 // concurrent change can neither slip past the rules nor be overwritten
 // unseen. A lost race re-reads and re-evaluates; an If-Match loses with 412.
-func (s *Server) writeDoc(ctx context.Context, p *auth.Principal, coll string, match *uint64,
-	build func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error)) (*raftstore.TxnResult, error) {
-	full := p.ProjectID + "/" + coll
+// When the caller was resolved from local state (w.guard), the write is also
+// conditional on the documents that check and the rules read; a change to
+// them makes it resolve the caller again after a strong read. It returns the
+// principal the write was finally allowed for.
+func (s *Server) writeDoc(ctx context.Context, r *http.Request, w writer, coll string, match *uint64,
+	build func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error)) (*auth.Principal, *raftstore.TxnResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.writeTimeout)
 	defer cancel()
 	for attempt := 0; attempt < 5; attempt++ {
+		full := w.p.ProjectID + "/" + coll
 		cur, err := s.store.Get(full)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var curRev uint64
 		var resource json.RawMessage
@@ -271,38 +320,64 @@ func (s *Server) writeDoc(ctx context.Context, p *auth.Principal, coll string, m
 			curRev, resource = cur.Revision, cur.Data
 		}
 		if match != nil && *match != curRev {
-			return nil, preconditionFailed(*match, curRev)
+			return nil, nil, preconditionFailed(*match, curRev)
+		}
+		conds := []raftstore.Cond{{Path: full, Kind: raftstore.CondRevision, Revision: curRev}}
+		var rules *auth.CompiledRules
+		if w.guard != nil {
+			var rg raftstore.Cond
+			if rules, rg, err = s.accounts.RulesGuard(w.p.ProjectID); err != nil {
+				return nil, nil, err
+			}
+			conds = append(append(conds, w.guard...), rg)
+		} else if rules, err = s.accounts.Rules(w.p.ProjectID); err != nil {
+			return nil, nil, err
 		}
 		op, request, berr := build(cur)
 		// Rules first, so that a caller without access cannot probe which
 		// documents or fields exist from a 404.
-		if err := s.allow(ctx, p, auth.OpWrite, coll, resource, request); err != nil {
-			return nil, err
+		if err := s.allowWith(ctx, rules, w.p, auth.OpWrite, coll, resource, request); err != nil {
+			if w.guard != nil {
+				// Maybe stale rules or role: decide on fresh state.
+				if w, err = s.writePrincipal(ctx, r, true); err != nil {
+					return nil, nil, err
+				}
+				continue
+			}
+			return nil, nil, err
 		}
 		if berr != nil {
-			return nil, berr
+			return nil, nil, berr
 		}
 		op.Path = full
 		res, err := s.store.Txn(ctx, &raftstore.Txn{
 			Time:  time.Now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: full, Kind: raftstore.CondRevision, Revision: curRev}},
+			Conds: conds,
 			Ops:   []raftstore.Op{op},
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if res.Err != raftstore.ErrCodeCondFailed {
-			return res, opError(res, coll)
+			return w.p, res, opError(res, coll)
+		}
+		if res.Index > 0 {
+			// The token, the account or the rules changed since the check:
+			// resolve the caller again, on fresh state.
+			if w, err = s.writePrincipal(ctx, r, true); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
 		if match != nil {
-			return nil, newError(http.StatusPreconditionFailed, "precondition_failed", "the document changed; If-Match no longer matches")
+			return nil, nil, newError(http.StatusPreconditionFailed, "precondition_failed", "the document changed; If-Match no longer matches")
 		}
 		// Someone wrote in between: catch up to that write, then decide again.
 		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return nil, newError(http.StatusConflict, "revision_mismatch", "the document kept changing during the write; retry")
+	return nil, nil, newError(http.StatusConflict, "revision_mismatch", "the document kept changing during the write; retry")
 }
 
 // opError maps a refused op to its API error (nil when the txn committed).
@@ -351,12 +426,12 @@ func (s *Server) dbPost(w http.ResponseWriter, r *http.Request) error {
 	if len(data) > raftstore.MaxDocumentSize {
 		return newError(http.StatusRequestEntityTooLarge, "document_too_large", fmt.Sprintf("a document may be at most %d bytes", raftstore.MaxDocumentSize))
 	}
-	p, err := s.principal(ctx, r, raftstore.Strong, 0)
+	wr, err := s.writePrincipal(ctx, r, false)
 	if err != nil {
 		return err
 	}
 	coll := *body.Collection
-	res, err := s.writeDoc(ctx, p, coll, match, func(*raftstore.Document) (raftstore.Op, json.RawMessage, error) {
+	p, res, err := s.writeDoc(ctx, r, wr, coll, match, func(*raftstore.Document) (raftstore.Op, json.RawMessage, error) {
 		return raftstore.Op{Kind: raftstore.OpPut, Data: data}, data, nil
 	})
 	if err != nil {
@@ -427,12 +502,12 @@ func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.principal(ctx, r, raftstore.Strong, 0)
+	wr, err := s.writePrincipal(ctx, r, false)
 	if err != nil {
 		return err
 	}
 	oldKey, newKey := *body.OldKey, *body.NewKey
-	res, err := s.writeDoc(ctx, p, coll, match, func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error) {
+	p, res, err := s.writeDoc(ctx, r, wr, coll, match, func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error) {
 		if cur == nil {
 			return raftstore.Op{}, nil, newError(http.StatusNotFound, "not_found", "no document at "+coll)
 		}
@@ -539,11 +614,11 @@ func (s *Server) dbDelete(w http.ResponseWriter, r *http.Request) error {
 	if hasField && field == "" {
 		return badField("field", "invalid_argument", "field must not be empty")
 	}
-	p, err := s.principal(ctx, r, raftstore.Strong, 0)
+	wr, err := s.writePrincipal(ctx, r, false)
 	if err != nil {
 		return err
 	}
-	res, err := s.writeDoc(ctx, p, coll, match, func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error) {
+	p, res, err := s.writeDoc(ctx, r, wr, coll, match, func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error) {
 		if cur == nil {
 			return raftstore.Op{}, nil, newError(http.StatusNotFound, "not_found", "no document at "+coll)
 		}

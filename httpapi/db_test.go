@@ -774,9 +774,19 @@ func defaultRulesScenarios() []scenario {
 	seed := `{"a":1}`
 	return []scenario{
 		// A user in their own subtree.
-		{name: "user reads users/{uid}", as: "user", path: "users/{uid}", seed: seed, url: u, status: 200, doc: true},
-		{name: "user writes users/{uid}", as: "user", path: "users/{uid}", method: "POST", body: post(`{"profile":true}`), status: 200, doc: true, stored: `{"profile":true}`,
-			setup: func(t *testing.T, e *env, v vars) { e.mustPut(t, e.p.OwnerToken, v["path"], `{}`) }},
+		// users/{uid} is one document per user: one scenario both writes and
+		// reads it, so parallel scenarios never race on it.
+		{name: "user writes and reads users/{uid}", as: "user", path: "users/{uid}", method: "POST", body: post(`{"profile":true}`), status: 200, doc: true, stored: `{"profile":true}`,
+			setup: func(t *testing.T, e *env, v vars) { e.mustPut(t, e.p.OwnerToken, v["path"], `{}`) },
+			check: func(t *testing.T, e *env, v vars, _ reply) {
+				r := e.mustSend(t, http.MethodGet, docQuery(v["path"]), bearer(e.user.Token), "")
+				if r.Status != http.StatusOK {
+					t.Fatalf("user reads users/{uid}: status %d %s, want 200", r.Status, r.Body)
+				}
+				if d := checkDoc(t, r, v["path"], false); !jsonEqual(d.Data, []byte(`{"profile":true}`)) {
+					t.Errorf("user reads users/{uid}: data %s, want {\"profile\":true}", d.Data)
+				}
+			}},
 		{name: "user creates under users/{uid}", as: "user", path: own, method: "POST", body: post(`{"t":"x"}`), status: 201, doc: true, stored: `{"t":"x"}`},
 		{name: "user reads under users/{uid}", as: "user", path: own, seed: seed, url: u, status: 200, doc: true, data: seed},
 		{name: "user misses under users/{uid} with 404", as: "user", path: own, url: u, status: 404, code: "not_found"},
