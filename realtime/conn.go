@@ -22,6 +22,7 @@ import (
 type conn struct {
 	srv   *Server
 	ws    *websocket.Conn
+	cork  *corkConn // ws's connection
 	shard *shard
 	token string
 	pid   string
@@ -41,6 +42,8 @@ type conn struct {
 	checking    atomic.Bool // a recheck runs
 	again       atomic.Bool // and another was asked for meanwhile
 	expiry      *time.Timer
+	pingTimer   *time.Timer // under mu
+	pingStopped bool        // under mu
 }
 
 // sub is one subscription. live, pending and removed belong to the shard's
@@ -48,6 +51,7 @@ type conn struct {
 type sub struct {
 	c      *conn
 	id     string
+	head   []byte // {"op":"change","id":"<id>" of its change messages
 	path   string // full path, project first
 	prefix bool
 	ctx    context.Context
@@ -72,7 +76,7 @@ func (s *sub) deliver(m *changeMsg) {
 		// batch reaches the shard: such changes were already sent.
 		return
 	}
-	b := m.forSub(s.id)
+	b := m.forSub(s.head)
 	if !s.live {
 		if len(s.pending) >= s.c.srv.cfg.QueueSize {
 			s.c.kill(closeSlowConsumer, "too many changes arrived while the subscription was syncing")
@@ -81,15 +85,19 @@ func (s *sub) deliver(m *changeMsg) {
 		s.pending = append(s.pending, &pendingMsg{rev: m.rev, msg: b})
 		return
 	}
-	s.c.enqueue(b)
+	if s.c.enqueue(b) {
+		s.c.srv.metrics.eventSent()
+	}
 }
 
 // enqueue queues a message without blocking; a full queue means the client
 // does not keep up, and it is cut off (it resumes with since).
-func (c *conn) enqueue(msg []byte) {
+func (c *conn) enqueue(msg []byte) bool {
 	if !c.out.tryPush(msg) {
 		c.kill(closeSlowConsumer, "slow consumer: the client did not read fast enough; resume with since")
+		return false
 	}
+	return true
 }
 
 // send queues a message, waiting for room: for the subscriber's own snapshot
@@ -108,9 +116,11 @@ func (c *conn) sendError(id, code, msg string) {
 // close handshake, which also ends the reader.
 func (c *conn) kill(code int, reason string) {
 	c.closeOnce.Do(func() {
+		c.srv.metrics.dropped(code, c.srv.shutdown.Load())
 		c.closeCode, c.closeReason = code, truncate(reason, 120)
 		close(c.closing)
 		c.cancel()
+		c.out.close()
 	})
 }
 
@@ -130,54 +140,104 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// writeLoop drains the queue and pings the peer to detect dead connections;
-// when the connection is killed it flushes the queue and closes with the code.
-func (c *conn) writeLoop() {
-	t := time.NewTicker(c.srv.cfg.PingInterval)
-	defer t.Stop()
-	write := func(msg []byte, timeout time.Duration) error {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		return c.ws.Write(ctx, websocket.MessageText, msg)
-	}
+// writer drains the queue; when the connection is killed it flushes the
+// queue and closes with the code. It runs only while there is something to
+// do: the queue starts it when a message arrives at an idle connection (or
+// the connection is killed), and it ends when the queue is empty, so an idle
+// connection holds no writer goroutine and no stack.
+func (c *conn) writer() {
 	for {
-		select {
-		case <-c.closing:
-			c.flushAndClose(write)
+		if c.isClosing() {
+			c.flushAndClose()
 			return
-		case <-c.out.ready:
-			for {
-				msg, ok := c.out.pop()
-				if !ok {
-					break
-				}
-				if err := write(msg, c.srv.cfg.WriteTimeout); err != nil {
-					c.kill(closeSlowConsumer, "write timed out")
-					_ = c.ws.CloseNow()
-					return
-				}
-				if c.isClosing() {
-					break
-				}
-			}
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.PingTimeout)
-			err := c.ws.Ping(ctx)
-			cancel()
-			if err != nil {
-				c.kill(int(websocket.StatusGoingAway), "ping timed out")
-				_ = c.ws.CloseNow()
-				return
-			}
+		}
+		if err := c.drain(); err != nil {
+			c.kill(closeSlowConsumer, "write timed out")
+			_ = c.ws.CloseNow()
+			return
+		}
+		if c.out.idle() {
+			return
 		}
 	}
+}
+
+// schedulePing arms the next ping, unless the connection is over.
+func (c *conn) schedulePing() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pingStopped {
+		return
+	}
+	c.pingTimer = time.AfterFunc(c.srv.cfg.PingInterval, c.ping)
+}
+
+func (c *conn) stopPing() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pingStopped = true
+	if c.pingTimer != nil {
+		c.pingTimer.Stop()
+	}
+}
+
+// ping detects a dead peer: no pong within PingTimeout ends the connection.
+func (c *conn) ping() {
+	if c.isClosing() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.PingTimeout)
+	err := c.ws.Ping(ctx)
+	cancel()
+	if err != nil {
+		if c.isClosing() {
+			return // the writer is closing the connection
+		}
+		c.kill(int(websocket.StatusGoingAway), "ping timed out")
+		_ = c.ws.CloseNow()
+		return
+	}
+	c.schedulePing()
+}
+
+// drain writes every queued message as one batch: the frames are corked and
+// sent with one write (several when they exceed corkBatchMax), which must
+// complete within WriteTimeout. Corked frames never touch the socket, so
+// they need no deadline of their own.
+func (c *conn) drain() error {
+	c.cork.cork()
+	for {
+		msg, ok := c.out.pop()
+		if !ok {
+			break
+		}
+		if err := c.ws.Write(context.Background(), websocket.MessageText, msg); err != nil {
+			_ = c.cork.uncork(c.srv.cfg.WriteTimeout)
+			return err
+		}
+		if c.isClosing() {
+			break
+		}
+		if c.cork.buffered() >= corkBatchMax {
+			if err := c.cork.uncork(c.srv.cfg.WriteTimeout); err != nil {
+				return err
+			}
+			c.cork.cork()
+		}
+	}
+	return c.cork.uncork(c.srv.cfg.WriteTimeout)
 }
 
 // flushBudget bounds how long a closing connection spends sending what was
 // queued before its close frame.
 const flushBudget = time.Second
 
-func (c *conn) flushAndClose(write func([]byte, time.Duration) error) {
+func (c *conn) flushAndClose() {
+	write := func(msg []byte, timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return c.ws.Write(ctx, websocket.MessageText, msg)
+	}
 	deadline := time.Now().Add(flushBudget)
 	for {
 		if c.closeCode == closeSlowConsumer {
@@ -258,8 +318,9 @@ func (c *conn) subscribe(m clientMsg) {
 	}
 	p := c.principal
 	ctx, cancel := context.WithCancel(c.ctx)
-	s := &sub{c: c, id: m.ID, path: c.pid + "/" + m.Collection, prefix: m.Prefix, ctx: ctx, cancel: cancel}
+	s := &sub{c: c, id: m.ID, head: changeHead(m.ID), path: c.pid + "/" + m.Collection, prefix: m.Prefix, ctx: ctx, cancel: cancel}
 	c.subs[m.ID] = s
+	c.srv.subscriptions.Add(1)
 	c.mu.Unlock()
 	go c.startSub(s, p, m.Collection, m.Since)
 }
@@ -291,8 +352,8 @@ func (c *conn) startSub(s *sub, p *auth.Principal, collection string, since *uin
 			return
 		}
 		for _, pm := range s.pending {
-			if pm.rev > rev {
-				c.enqueue(pm.msg)
+			if pm.rev > rev && c.enqueue(pm.msg) {
+				c.srv.metrics.eventSent()
 			}
 		}
 		s.pending, s.live, s.after = nil, true, rev
@@ -321,9 +382,10 @@ func (c *conn) catchUp(s *sub, since *uint64) (uint64, error) {
 			}
 			for i := range evs {
 				if s.matches(evs[i].Path) {
-					if err := c.send(s.ctx, newChangeMsg(&evs[i]).forSub(s.id)); err != nil {
+					if err := c.send(s.ctx, newChangeMsg(&evs[i]).forSub(s.head)); err != nil {
 						return 0, err
 					}
+					c.srv.metrics.eventSent()
 				}
 			}
 			if upTo > cur {
@@ -377,6 +439,7 @@ func (c *conn) dropSub(s *sub, code, msg string) {
 	current := c.subs[s.id] == s
 	if current {
 		delete(c.subs, s.id)
+		c.srv.subscriptions.Add(-1)
 	}
 	c.mu.Unlock()
 	if !current {
@@ -389,7 +452,10 @@ func (c *conn) dropSub(s *sub, code, msg string) {
 func (c *conn) unsubscribe(id string, confirm bool) {
 	c.mu.Lock()
 	s := c.subs[id]
-	delete(c.subs, id)
+	if s != nil {
+		delete(c.subs, id)
+		c.srv.subscriptions.Add(-1)
+	}
 	c.mu.Unlock()
 	if s == nil {
 		if confirm {
@@ -455,9 +521,11 @@ func (c *conn) release(watches []string) {
 	if c.expiry != nil {
 		c.expiry.Stop()
 	}
+	c.stopPing()
 	c.mu.Lock()
 	subs := c.subs
 	c.subs = map[string]*sub{}
+	c.srv.subscriptions.Add(-int64(len(subs)))
 	c.mu.Unlock()
 	// The connection's context is over: register the removal with a
 	// background context so the shard still forgets it.

@@ -118,8 +118,13 @@ func newChangeMsg(ev *raftstore.Event) *changeMsg {
 	return &changeMsg{rev: ev.Revision, tail: b.Bytes()}
 }
 
-func (m *changeMsg) forSub(id string) []byte {
-	head := `{"op":"change","id":` + string(encode(id))
+// changeHead is the part of a subscription's change messages before the
+// event's tail, encoded once per subscription.
+func changeHead(id string) []byte {
+	return append([]byte(`{"op":"change","id":`), encode(id)...)
+}
+
+func (m *changeMsg) forSub(head []byte) []byte {
 	out := make([]byte, 0, len(head)+len(m.tail))
 	out = append(out, head...)
 	return append(out, m.tail...)

@@ -8,17 +8,56 @@ import (
 // outQueue is a connection's bounded queue of outgoing messages. Unlike a
 // buffered channel it allocates as it fills, so an idle connection costs a
 // few words instead of the whole bound: what matters with 10,000 sockets.
+//
+// The queue also decides when its connection's writer runs: a message
+// queued while no writer runs starts one (start), and the writer ends when
+// idle finds the queue empty. closing keeps it running until it has closed
+// the connection.
 type outQueue struct {
-	mu    sync.Mutex
-	items [][]byte
-	head  int
-	max   int
-	ready chan struct{} // a message was queued (capacity 1)
-	room  chan struct{} // a message was taken (capacity 1)
+	mu      sync.Mutex
+	items   [][]byte
+	head    int
+	max     int
+	running bool // a writer runs
+	closing bool // the connection was killed: the writer must close it
+	start   func()
+	room    chan struct{} // a message was taken (capacity 1)
 }
 
-func newOutQueue(max int) *outQueue {
-	return &outQueue{max: max, ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+// newOutQueue makes a queue whose start runs a writer (in a new goroutine).
+func newOutQueue(max int, start func()) *outQueue {
+	return &outQueue{max: max, start: start, room: make(chan struct{}, 1)}
+}
+
+// wakeLocked marks the writer running and reports whether it must start.
+func (q *outQueue) wakeLocked() bool {
+	if q.running {
+		return false
+	}
+	q.running = true
+	return true
+}
+
+// idle ends the writer's turn if there is nothing left to do.
+func (q *outQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head < len(q.items) || q.closing {
+		return false
+	}
+	q.running = false
+	return true
+}
+
+// close makes sure a writer runs to close the connection.
+func (q *outQueue) close() {
+	q.mu.Lock()
+	q.closing = true
+	start := q.wakeLocked()
+	q.mu.Unlock()
+	if start {
+		q.start()
+	}
 }
 
 func signal(ch chan struct{}) {
@@ -36,8 +75,11 @@ func (q *outQueue) tryPush(msg []byte) bool {
 		return false
 	}
 	q.items = append(q.items, msg)
+	start := q.wakeLocked()
 	q.mu.Unlock()
-	signal(q.ready)
+	if start {
+		q.start()
+	}
 	return true
 }
 

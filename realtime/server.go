@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
@@ -62,6 +64,8 @@ type Config struct {
 	AuthTimeout time.Duration
 	// Shards of the hub (default GOMAXPROCS).
 	Shards int
+	// Registerer receives the realtime metrics (nil: none are kept).
+	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {
@@ -107,8 +111,14 @@ type Server struct {
 	cancel context.CancelFunc
 	next   atomic.Uint64
 
+	metrics       *rtMetrics   // nil: off
+	subscriptions atomic.Int64 // open subscriptions over all connections
+	shutdown      atomic.Bool  // Close or Abort began: closes are not drops
+
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+
+	batchBufs sync.Pool // *[]byte: corked writes of the connections
 }
 
 // New builds the server and starts its hub; Close stops both.
@@ -120,6 +130,12 @@ func New(cfg Config) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, store: cfg.Store, accounts: cfg.Accounts, logger: cfg.Logger,
 		ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+	s.batchBufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	var err error
+	if s.metrics, err = newRTMetrics(cfg.Registerer, s); err != nil {
+		cancel()
+		return nil, fmt.Errorf("realtime: register metrics: %w", err)
+	}
 	s.hub = newHub(s, cfg.Store, cfg.Shards)
 	sub := cfg.Store.Feed().Subscribe(feedBuffer)
 	go s.hub.run(ctx, sub)
@@ -128,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 
 // Close ends every connection with 1001 (going away) and stops the hub.
 func (s *Server) Close() {
+	s.shutdown.Store(true)
 	for _, c := range s.connections() {
 		c.kill(int(websocket.StatusGoingAway), "the node is shutting down")
 	}
@@ -136,6 +153,7 @@ func (s *Server) Close() {
 
 // Abort drops every connection without a close frame, as a crash would.
 func (s *Server) Abort() {
+	s.shutdown.Store(true)
 	for _, c := range s.connections() {
 		c.kill(int(websocket.StatusGoingAway), "aborted")
 		_ = c.ws.CloseNow()
@@ -206,11 +224,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if !s.originAllowed(r, p.ProjectID) {
+		if !s.originAllowed(r.Header.Get("Origin"), r.Host, p.ProjectID) {
 			return &httpError{http.StatusForbidden, "origin_not_allowed", "this Origin may not open realtime connections to the project"}
 		}
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	cw := &corkWriter{ResponseWriter: w, pool: &s.batchBufs}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		// Origin is checked above (header auth) or after the auth message,
 		// against the project's own list; the library knows no projects.
 		InsecureSkipVerify: true,
@@ -219,16 +238,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nil // Accept has answered the client
 	}
-	ws.SetReadLimit(s.cfg.MaxMessageBytes)
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	if p == nil {
-		p, token, err = s.authByMessage(ctx, ws, r)
-		if err != nil {
-			return nil
-		}
+	if cw.conn == nil {
+		_ = ws.CloseNow() // not hijacked through corkWriter: cannot happen
+		return nil
 	}
-	s.run(ctx, ws, p, token)
+	ws.SetReadLimit(s.cfg.MaxMessageBytes)
+	// The connection runs in its own goroutine and the handler returns:
+	// the HTTP server's goroutine would otherwise hold, for the
+	// connection's life, its deep stack and the request's buffers (some
+	// 10 KiB), which the hijack made useless. That is what an idle
+	// subscriber costs.
+	origin, host := r.Header.Get("Origin"), r.Host
+	go func() {
+		ctx, cancel := context.WithCancel(s.ctx)
+		defer cancel()
+		if p == nil {
+			var err error
+			p, token, err = s.authByMessage(ctx, ws, origin, host)
+			if err != nil {
+				return
+			}
+		}
+		s.run(ctx, ws, cw.conn, p, token)
+	}()
 	return nil
 }
 
@@ -265,7 +297,7 @@ func (s *Server) authenticate(ctx context.Context, token, pid, key string) (*aut
 }
 
 // authByMessage waits for {"op":"auth",...} as the first message.
-func (s *Server) authByMessage(ctx context.Context, ws *websocket.Conn, r *http.Request) (*auth.Principal, string, error) {
+func (s *Server) authByMessage(ctx context.Context, ws *websocket.Conn, origin, host string) (*auth.Principal, string, error) {
 	fail := func(code int, errCode, msg string) (*auth.Principal, string, error) {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		_ = ws.Write(wctx, websocket.MessageText, encode(errorMsg{Op: "error", Code: errCode, Message: msg}))
@@ -297,7 +329,7 @@ func (s *Server) authByMessage(ctx context.Context, ws *websocket.Conn, r *http.
 		code, msg := authErrorCode(err)
 		return fail(closeUnauthenticated, code, msg)
 	}
-	if !s.originAllowed(r, p.ProjectID) {
+	if !s.originAllowed(origin, host, p.ProjectID) {
 		return fail(closeOrigin, "origin_not_allowed", "this Origin may not open realtime connections to the project")
 	}
 	return p, m.Token, nil
@@ -320,10 +352,9 @@ func authErrorCode(err error) (string, string) {
 	return "unavailable", "authentication could not be completed; retry"
 }
 
-// originAllowed: no Origin (not a browser), the node's own origin, or one
-// the project's owners listed.
-func (s *Server) originAllowed(r *http.Request, pid string) bool {
-	o := r.Header.Get("Origin")
+// originAllowed: no Origin (not a browser), the node's own origin (the
+// request's Host), or one the project's owners listed.
+func (s *Server) originAllowed(o, host, pid string) bool {
 	if o == "" {
 		return true
 	}
@@ -331,7 +362,7 @@ func (s *Server) originAllowed(r *http.Request, pid string) bool {
 	if err != nil {
 		return false
 	}
-	if strings.EqualFold(u.Host, r.Host) {
+	if strings.EqualFold(u.Host, host) {
 		return true
 	}
 	canon, err := auth.CanonicalOrigin(o)
@@ -351,11 +382,12 @@ func (s *Server) originAllowed(r *http.Request, pid string) bool {
 }
 
 // run serves an authenticated connection until it ends.
-func (s *Server) run(ctx context.Context, ws *websocket.Conn, p *auth.Principal, token string) {
+func (s *Server) run(ctx context.Context, ws *websocket.Conn, cork *corkConn, p *auth.Principal, token string) {
 	cctx, cancel := context.WithCancel(ctx)
 	sh := s.hub.shards[s.next.Add(1)%uint64(len(s.hub.shards))]
-	c := &conn{srv: s, ws: ws, shard: sh, token: token, pid: p.ProjectID, ctx: cctx, cancel: cancel,
-		out: newOutQueue(s.cfg.QueueSize), principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
+	c := &conn{srv: s, ws: ws, cork: cork, shard: sh, token: token, pid: p.ProjectID, ctx: cctx, cancel: cancel,
+		principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
+	c.out = newOutQueue(s.cfg.QueueSize, func() { go c.writer() })
 	watches := []string{sessionWatch(auth.HashToken(token)), userWatch(p.ProjectID, p.UserID),
 		rulesWatch(p.ProjectID), notifyWatch(p.ProjectID, p.UserID)}
 	if err := sh.do(cctx, func() {
@@ -381,7 +413,7 @@ func (s *Server) run(ctx context.Context, ws *websocket.Conn, p *auth.Principal,
 		c.expiry = time.AfterFunc(max(d, 0)+time.Second, c.recheck)
 	}
 	c.enqueue(encode(readyMsg{Op: "ready", UserID: p.UserID, Revision: s.store.AppliedIndex()}))
-	go c.writeLoop()
+	c.schedulePing()
 	c.readLoop()
 }
 

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,18 +128,35 @@ func (s *session) pinger() {
 	}
 }
 
+// readBufKeep is the largest read buffer the read loop keeps between
+// messages; a larger one (a big snapshot page) is let go.
+const readBufKeep = 64 << 10
+
 func (s *session) readLoop() {
 	var err error
+	var buf bytes.Buffer // reused: decoding copies what it keeps
 	for {
-		var b []byte
-		_, b, err = s.ws.Read(s.ctx)
-		if err != nil {
+		// Not s.ctx: nothing cancels it before the loop ends, and a
+		// cancellable context costs the library a timer registration per
+		// message. Closing the socket ends the read.
+		var r io.Reader
+		if _, r, err = s.ws.Reader(context.Background()); err != nil {
+			break
+		}
+		buf.Reset()
+		if _, err = buf.ReadFrom(r); err != nil {
 			break
 		}
 		var f frame
-		if jerr := json.Unmarshal(b, &f); jerr != nil {
-			s.c.log.Warn("realtime: undecodable message from server", "err", jerr)
-			continue
+		if !decodeChange(buf.Bytes(), &f) {
+			f = frame{}
+			if jerr := json.Unmarshal(buf.Bytes(), &f); jerr != nil {
+				s.c.log.Warn("realtime: undecodable message from server", "err", jerr)
+				continue
+			}
+		}
+		if buf.Cap() > readBufKeep {
+			buf = bytes.Buffer{}
 		}
 		s.dispatch(&f)
 	}

@@ -28,13 +28,16 @@ type Subscription struct {
 
 	mu       sync.Mutex
 	finished bool
-	err      error
-	gen      uint64 // session the subscribe was last sent on
-	started  bool   // the initial state arrived
-	docs     []Document
-	pending  []Document // snapshot pages so far
-	reset    bool       // a reset arrived: the next full snapshot is an event
-	early    []Event    // events before the initial state arrived
+	// endedByServer: the server ended it with an error (it holds nothing
+	// to unsubscribe from).
+	endedByServer bool
+	err           error
+	gen           uint64 // session the subscribe was last sent on
+	started       bool   // the initial state arrived
+	docs          []Document
+	pending       []Document // snapshot pages so far
+	reset         bool       // a reset arrived: the next full snapshot is an event
+	early         []Event    // events before the initial state arrived
 	// rev is the last revision delivered. open says it came from a change,
 	// so more changes of the same revision (transaction) may follow; seen
 	// holds the collections of the changes delivered at rev then.
@@ -165,10 +168,11 @@ func (s *Subscription) sendSubscribe(ctx context.Context, sess *session) error {
 		return err
 	}
 	s.mu.Lock()
-	finished := s.finished
+	unsubscribe := s.finished && !s.endedByServer
 	s.mu.Unlock()
-	if finished {
+	if unsubscribe {
 		// Unsubscribed meanwhile, maybe before this subscribe was queued.
+		// (Not when the server's own answer ended it: it holds nothing.)
 		return sess.send(ctx, idMsg{Op: opUnsubscribe, ID: s.id})
 	}
 	return nil
@@ -272,6 +276,7 @@ func (s *Subscription) handle(sess *session, f *frame) {
 			UpdateTime: f.UpdateTime,
 		})
 	case opError:
+		s.endedByServer = true
 		s.mu.Unlock()
 		s.finish(&Error{Code: f.Code, Message: f.Message})
 		return
