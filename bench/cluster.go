@@ -253,13 +253,22 @@ func (c *cluster) stop() {
 	}
 }
 
+// exitedWhileStarting is a poll-stopping error when n's process has
+// exited (what names the kind of process, e.g. "etcd "), else nil.
+func (n *benchNode) exitedWhileStarting(what string) error {
+	if n.running() {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return errStop{fmt.Errorf("%s%s exited while starting: %v", what, n.id, n.err)}
+}
+
 // waitReady polls n's /readyz until it answers 200.
 func (c *cluster) waitReady(ctx context.Context, hc *http.Client, n *benchNode, total time.Duration) error {
 	return poll(ctx, total, func() error {
-		if !n.running() {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			return errStop{fmt.Errorf("%s exited while starting: %v", n.id, n.err)}
+		if err := n.exitedWhileStarting(""); err != nil {
+			return err
 		}
 		r, err := call(ctx, hc, http.MethodGet, n.url+"/readyz", nil, nil)
 		if err != nil {

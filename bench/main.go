@@ -6,6 +6,7 @@
 //
 //	go run ./bench                       # every scenario, 1-node and 3-node clusters
 //	go run ./bench --nodes 3 --scenarios W2,R2 --runs 5
+//	go run ./bench --compare --nodes 1,3 --scenarios W1,W2,R1,R2,S1   # against etcd, interleaved
 //	go run ./bench --target http://127.0.0.1:8080,http://127.0.0.1:8081 --admin-token T
 package main
 
@@ -61,6 +62,11 @@ type options struct {
 	schedules   int           // P2: schedules per run
 	fcmLatency  time.Duration // push: the FCM stand-in's answer time per message
 	fcm         *fcmfake.Server
+	// compare: run the compared workloads (compared) against edgebase and
+	// etcd, interleaved (compare.go).
+	compare  bool
+	compared []compareSpec
+	etcdBin  string
 }
 
 func main() {
@@ -94,6 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.schedules, "schedules", 200, "P2: schedules per run, due over the next 10 seconds")
 	fs.DurationVar(&o.fcmLatency, "fcm-latency", 5*time.Millisecond, "push: the FCM stand-in answers each message after this long")
 	serveArgs := fs.String("serve-args", "", "extra flags for every started node, space-separated (e.g. \"--raft-snapshot-threshold 4096\")")
+	fs.BoolVar(&o.compare, "compare", false, "run --scenarios ("+strings.Join(compareNames(), ",")+"; S1 = our RT1F) against edgebase and a Debian etcd cluster of the same size, interleaved, and print the ratios")
+	fs.StringVar(&o.etcdBin, "etcd", "", "etcd binary for --compare (default "+etcdBin+" or etcd on PATH)")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -118,8 +126,23 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.nodes = append(o.nodes, n)
 	}
 	names := scenarioNames()
+	if o.compare {
+		names = compareNames()
+	}
 	if strings.TrimSpace(*scen) != "" {
 		names = strings.Split(*scen, ",")
+	}
+	if o.compare {
+		var ours []string
+		for _, name := range names {
+			cs, ok := findCompareSpec(strings.ToUpper(strings.TrimSpace(name)))
+			if !ok {
+				return nil, fmt.Errorf("--scenarios: %q cannot be compared (have %s)", name, strings.Join(compareNames(), ","))
+			}
+			o.compared = append(o.compared, cs)
+			ours = append(ours, cs.Ours)
+		}
+		names = ours
 	}
 	for _, name := range names {
 		s, ok := findScenario(strings.ToUpper(strings.TrimSpace(name)))
@@ -140,6 +163,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.serveArgs = strings.Fields(*serveArgs)
 	switch {
+	case len(o.targets) > 0 && o.compare:
+		return nil, errors.New("--compare starts its own clusters: it does not take --target")
 	case len(o.targets) > 0 && o.adminToken == "":
 		return nil, errors.New("--target needs --admin-token (the bench creates a project)")
 	case len(o.targets) == 0 && len(o.nodes) == 0:
@@ -210,6 +235,8 @@ type report struct {
 	LoadEnd   string    `json:"loadAverageEnd,omitempty"`
 	Runs      int       `json:"runs"`
 	Results   []*result `json:"results"`
+	// Comparisons: --compare's rows (edgebase and etcd side by side).
+	Comparisons []*comparison `json:"comparisons,omitempty"`
 }
 
 type runResult struct {
@@ -285,6 +312,9 @@ type result struct {
 	// Push: the push scenarios' own figures (per-run throughput, history
 	// check, duplicates, connections to the FCM stand-in, lateness).
 	Push *pushResult `json:"push,omitempty"`
+
+	// SlowSubscriber: S2's p99 of W2 with and without the slow subscriber.
+	SlowSubscriber *slowResult `json:"slowSubscriber,omitempty"`
 }
 
 func (r *result) flagged() bool { return r.Errors > 0 || r.Failed != "" || r.timedOut() }
@@ -361,9 +391,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			logf("bench: built %s in %v", bin, time.Since(t).Round(time.Millisecond))
 		}
+		etcd := o.etcdBin
+		if o.compare && etcd == "" {
+			if etcd, err = findEtcd(); err != nil {
+				fmt.Fprintln(stderr, "bench:", err)
+				return 1
+			}
+		}
 		for _, size := range o.nodes {
 			if ctx.Err() != nil {
 				break
+			}
+			if o.compare {
+				cmps, err := compareCluster(ctx, hc, bin, etcd, tmp, size, o, logf)
+				if err != nil {
+					fmt.Fprintln(stderr, "bench:", err)
+					return 1
+				}
+				rep.Comparisons = append(rep.Comparisons, cmps...)
+				hc.CloseIdleConnections()
+				continue
 			}
 			dir := filepath.Join(tmp, fmt.Sprintf("cluster%d", size))
 			if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -403,6 +450,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, r := range rep.Results {
 		if r.flagged() {
+			return 1
+		}
+	}
+	for _, c := range rep.Comparisons {
+		if c.flagged() {
 			return 1
 		}
 	}
@@ -790,6 +842,10 @@ func printTable(w io.Writer, rep *report) {
 	}
 	fmt.Fprintf(w, "ops: successful measured ops of all runs; ops/s: median of %d runs [min-max]; latencies over all measured ops; CPU: seconds per run per node (* leader), of the bench itself, and of every other process on the machine; RSS: peak MiB during the runs\n\n", rep.Runs)
 
+	if len(rep.Results) == 0 {
+		printCompareTable(w, rep)
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "nodes\tscen\tclients\ttarget\tops\terrors\tops/s\t[min-max]\tp50\tp95\tp99\tp99.9\tnode CPU s\tpeak RSS MiB\tbench CPU s\tother CPU s\t")
 	var notes []string
@@ -837,6 +893,7 @@ func printTable(w io.Writer, rep *report) {
 	_ = tw.Flush()
 	printRealtimeTable(w, rep)
 	printPushTable(w, rep)
+	printCompareTable(w, rep)
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range notes {

@@ -123,6 +123,19 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		Name:       "S2",
+		What:       "one slow subscriber: each run is W2 twice through the leader (order alternating by run), without and with a WebSocket subscriber on the leader that subscribes to the written prefix and never reads; the row is the half with it, the note compares the p99s",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 6000,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			_, err := e.write(ctx, e.c.leader)
+			return err
+		},
+		Run:     runSlowSubscriber,
+		Summary: summarizeSlow,
+	},
+	{
 		Name:       "A1",
 		What:       "login throughput: --clients clients log in (correct password) as one of --accounts accounts, round-robin over all nodes",
 		Clients:    func(o *options) int { return o.clients },
@@ -232,6 +245,7 @@ type env struct {
 	used map[*benchNode]bool
 
 	push *pushState // the push scenarios' setup (push.go)
+	slow *slowState // S2's runs (slowsub.go)
 }
 
 func newEnv(hc *http.Client, c *cluster, pr project, o *options) *env {

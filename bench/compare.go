@@ -1,0 +1,761 @@
+package main
+
+// --compare: the same workloads against edgebase and against a Debian etcd
+// cluster of the same size on the same machine, interleaved round by round
+// (ours, etcd, ours, etcd, ...) so that machine noise hits both, and a table
+// of the ratios edgebase/etcd.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+)
+
+// compareSpec pairs a compared workload with the edgebase scenario it runs.
+type compareSpec struct {
+	Name string // the comparison's name (S1 for realtime)
+	Ours string // our scenario
+	What string // the etcd side
+}
+
+var compareSpecs = []compareSpec{
+	{"W1", "W1", "etcd: 1 client, POST /v3/kv/put of a new key to the leader"},
+	{"W2", "W2", "etcd: --clients clients, POST /v3/kv/put of new keys to the leader"},
+	{"R1", "R1", "etcd: --clients clients, POST /v3/kv/range serializable=true on the followers"},
+	{"R2", "R2", "etcd: --clients clients, POST /v3/kv/range (linearizable) on the followers"},
+	{"S1", "RT1F", "etcd: --subscribers POST /v3/watch streams on a key prefix on a follower, paced puts at --rate to the leader"},
+}
+
+func findCompareSpec(name string) (compareSpec, bool) {
+	for _, s := range compareSpecs {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return compareSpec{}, false
+}
+
+func compareNames() []string {
+	var n []string
+	for _, s := range compareSpecs {
+		n = append(n, s.Name)
+	}
+	return n
+}
+
+// sideResult is one system's figures in a comparison.
+type sideResult struct {
+	Ops          int            `json:"ops"`
+	Errors       int            `json:"errors"`
+	ErrorKinds   map[string]int `json:"errorKinds,omitempty"`
+	RunOpsPerSec []float64      `json:"runOpsPerSec"`
+	OpsPerSec    float64        `json:"opsPerSec"` // median run
+	OpsPerSecMin float64        `json:"opsPerSecMin"`
+	OpsPerSecMax float64        `json:"opsPerSecMax"`
+	P50Ms        float64        `json:"p50Ms"`
+	P99Ms        float64        `json:"p99Ms"`
+	P999Ms       float64        `json:"p999Ms"`
+	Nodes        []nodeResult   `json:"nodes,omitempty"`
+	// BenchCPUSecondsPerRun is the load generator's CPU during this side's
+	// rounds; OtherCPUSecondsPerRun the machine's busy CPU that was neither
+	// the bench nor these nodes (other processes: noise).
+	BenchCPUSecondsPerRun float64 `json:"benchCpuSecondsPerRun"`
+	OtherCPUSecondsPerRun float64 `json:"otherCpuSecondsPerRun"`
+	TimedOut              bool    `json:"timedOut,omitempty"`
+	Failed                string  `json:"failed,omitempty"`
+}
+
+// comparison is one row of the comparison table (the JSON's "comparisons").
+type comparison struct {
+	Scenario    string     `json:"scenario"`
+	Ours        string     `json:"edgebaseScenario"`
+	ClusterSize int        `json:"clusterSize"`
+	Clients     int        `json:"clients"`
+	OpsPerRun   int        `json:"opsPerRun"`
+	Warmup      int        `json:"warmupOps"`
+	Rounds      int        `json:"rounds"`
+	Edgebase    sideResult `json:"edgebase"`
+	Etcd        sideResult `json:"etcd"`
+	// ThroughputRatio is edgebase/etcd of the median ops/s (above 1: ours
+	// faster); P99Ratio edgebase/etcd of p99 (below 1: ours lower).
+	ThroughputRatio float64 `json:"throughputRatio"`
+	P99Ratio        float64 `json:"p99Ratio"`
+}
+
+func (c *comparison) flagged() bool {
+	return c.Edgebase.Errors > 0 || c.Etcd.Errors > 0 || c.Edgebase.Failed != "" || c.Etcd.Failed != "" ||
+		c.Edgebase.TimedOut || c.Etcd.TimedOut
+}
+
+// ratios fills the ratio fields (0 where a denominator is 0).
+func (c *comparison) ratios() {
+	c.ThroughputRatio, c.P99Ratio = 0, 0
+	if c.Etcd.OpsPerSec > 0 {
+		c.ThroughputRatio = round(c.Edgebase.OpsPerSec/c.Etcd.OpsPerSec, 2)
+	}
+	if c.Etcd.P99Ms > 0 {
+		c.P99Ratio = round(c.Edgebase.P99Ms/c.Etcd.P99Ms, 2)
+	}
+}
+
+// runFunc is one measured run of a side.
+type runFunc func(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int)
+
+// side is one system prepared for one compared scenario.
+type side struct {
+	run    runFunc
+	settle func(ctx context.Context)
+	close  func()
+	nodes  []*benchNode
+	leader *benchNode
+
+	// accumulated over the rounds
+	all    histogram
+	rates  []float64
+	res    sideResult
+	cpu    []cpuTime
+	peak   []int64
+	rounds int
+	bench  float64 // CPU seconds of the bench during the rounds
+	other  float64 // busy CPU seconds of the machine during the rounds, less the bench and the nodes
+}
+
+// measure runs one measured round of s, with the CPU and peak RSS of its
+// processes around it.
+func (s *side) measure(ctx context.Context, ops int) runResult {
+	if s.cpu == nil {
+		s.cpu, s.peak = make([]cpuTime, len(s.nodes)), make([]int64, len(s.nodes))
+	}
+	before := make([]cpuTime, len(s.nodes))
+	for i, n := range s.nodes {
+		if pid := n.pid(); pid > 0 {
+			before[i], _ = cpuSeconds(pid)
+			resetPeakRSS(pid)
+		}
+	}
+	self0, _ := cpuSeconds(0)
+	sys0, sysErr := systemCPU()
+	rr, h, kinds, _ := s.run(ctx, ops)
+	self1, _ := cpuSeconds(0)
+	sys1, err := systemCPU()
+	bench := self1.sub(self0).total()
+	s.bench += bench
+	other := sys1 - sys0 - bench
+	if sysErr != nil || err != nil {
+		other = 0
+	}
+	for i, n := range s.nodes {
+		if pid := n.pid(); pid > 0 {
+			if after, err := cpuSeconds(pid); err == nil {
+				d := after.sub(before[i])
+				s.cpu[i].user += d.user
+				s.cpu[i].system += d.system
+				other -= d.total()
+			}
+			if p, err := peakRSS(pid); err == nil {
+				s.peak[i] = max(s.peak[i], p)
+			}
+		}
+	}
+	s.other += max(other, 0)
+	s.rounds++
+	s.all.merge(h)
+	s.rates = append(s.rates, rr.OpsPerSec)
+	s.res.Ops += rr.Ops
+	s.res.Errors += rr.Errors
+	s.res.TimedOut = s.res.TimedOut || rr.TimedOut
+	for k, v := range kinds {
+		if s.res.ErrorKinds == nil {
+			s.res.ErrorKinds = map[string]int{}
+		}
+		s.res.ErrorKinds[k] += v
+	}
+	if s.settle != nil {
+		s.settle(ctx)
+	}
+	return rr
+}
+
+// finish computes the side's summary from its rounds.
+func (s *side) finish() sideResult {
+	r := s.res
+	r.RunOpsPerSec = s.rates
+	if len(s.rates) > 0 {
+		r.OpsPerSec, r.OpsPerSecMin, r.OpsPerSecMax = median(s.rates), slices.Min(s.rates), slices.Max(s.rates)
+	}
+	r.P50Ms, r.P99Ms, r.P999Ms = ms(s.all.percentile(50)), ms(s.all.percentile(99)), ms(s.all.percentile(99.9))
+	rounds := float64(max(s.rounds, 1))
+	r.BenchCPUSecondsPerRun, r.OtherCPUSecondsPerRun = round(s.bench/rounds, 2), round(s.other/rounds, 2)
+	for i, n := range s.nodes {
+		nr := nodeResult{ID: n.id, Leader: n == s.leader}
+		if n.pid() <= 0 || s.cpu == nil {
+			nr.Unmeasured = true
+		} else {
+			nr.CPUSecondsPerRun = round(s.cpu[i].total()/rounds, 2)
+			nr.CPUSystemSecondsPerRun = round(s.cpu[i].system/rounds, 2)
+			nr.PeakRSSMiB = round(float64(s.peak[i])/(1<<20), 1)
+		}
+		r.Nodes = append(r.Nodes, nr)
+	}
+	return r
+}
+
+// compareCluster starts a size-node edgebase cluster and a size-member etcd
+// cluster and runs every compared scenario against both, interleaved.
+func compareCluster(ctx context.Context, hc *http.Client, bin, etcd, tmp string, size int, o *options, logf func(string, ...any)) ([]*comparison, error) {
+	dir := filepath.Join(tmp, fmt.Sprintf("cluster%d", size))
+	edir := filepath.Join(tmp, fmt.Sprintf("etcd%d", size))
+	for _, d := range []string{dir, edir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	t := time.Now()
+	c, err := startCluster(ctx, hc, bin, dir, size, o.serveArgs)
+	if err != nil {
+		return nil, fmt.Errorf("start %d-node edgebase cluster: %w", size, err)
+	}
+	defer c.stop()
+	logf("bench: %d-node edgebase cluster ready in %v, leader %s", size, time.Since(t).Round(time.Millisecond), c.leader.id)
+	t = time.Now()
+	ec, err := startEtcd(ctx, hc, etcd, edir, size)
+	if err != nil {
+		return nil, fmt.Errorf("start %d-member etcd cluster: %w", size, err)
+	}
+	defer ec.stop()
+	logf("bench: %d-member etcd cluster ready in %v, leader %s", size, time.Since(t).Round(time.Millisecond), ec.leader.id)
+	pr, err := createProject(ctx, hc, c)
+	if err != nil {
+		return nil, fmt.Errorf("%d-node cluster: %w", size, err)
+	}
+	e := newEnv(hc, c, pr, o)
+	ee := newEtcdEnv(hc, ec, o, e.value)
+	var out []*comparison
+	for _, spec := range o.compared {
+		if ctx.Err() != nil {
+			break
+		}
+		out = append(out, compareScenario(ctx, e, ee, spec, logf))
+	}
+	return out, nil
+}
+
+// compareScenario prepares both sides, warms each up, then runs --runs
+// rounds of ours then etcd.
+func compareScenario(ctx context.Context, e *env, ee *etcdEnv, spec compareSpec, logf func(string, ...any)) *comparison {
+	o := e.o
+	s, _ := findScenario(spec.Ours)
+	cmp := &comparison{Scenario: spec.Name, Ours: s.Name, ClusterSize: len(e.c.nodes), Clients: s.Clients(o),
+		OpsPerRun: o.opsFor(s), Warmup: o.warmupFor(s), Rounds: o.runs}
+	ours, err := oursSide(ctx, e, s, logf)
+	if err != nil {
+		cmp.Edgebase.Failed = err.Error()
+		logf("bench: [%d nodes] %s edgebase: %v", cmp.ClusterSize, spec.Name, err)
+		return cmp
+	}
+	defer ours.close()
+	theirs, err := ee.side(ctx, spec, s, logf)
+	if err != nil {
+		cmp.Etcd.Failed = err.Error()
+		logf("bench: [%d nodes] %s etcd: %v", cmp.ClusterSize, spec.Name, err)
+		return cmp
+	}
+	defer theirs.close()
+	for _, x := range []struct {
+		name string
+		s    *side
+	}{{"edgebase", ours}, {"etcd", theirs}} {
+		if cmp.Warmup > 0 {
+			w, _, kinds, _ := x.s.run(ctx, cmp.Warmup)
+			if w.Errors > 0 {
+				logf("bench: [%d nodes] %s %s warm-up: %d errors %v", cmp.ClusterSize, spec.Name, x.name, w.Errors, kinds)
+			}
+			x.s.settle(ctx)
+		}
+	}
+	for round := 1; round <= o.runs && ctx.Err() == nil; round++ {
+		for _, x := range []struct {
+			name string
+			s    *side
+		}{{"edgebase", ours}, {"etcd", theirs}} {
+			rr := x.s.measure(ctx, cmp.OpsPerRun)
+			logf("bench: [%d nodes] %s round %d/%d %-8s: %d ops in %.2fs = %.0f ops/s, %d errors",
+				cmp.ClusterSize, spec.Name, round, o.runs, x.name, rr.Ops, rr.WallSeconds, rr.OpsPerSec, rr.Errors)
+		}
+	}
+	cmp.Edgebase, cmp.Etcd = ours.finish(), theirs.finish()
+	cmp.ratios()
+	return cmp
+}
+
+// oursSide prepares our scenario s on e (its Prepare, or its realtime
+// subscribers).
+func oursSide(ctx context.Context, e *env, s *scenario, logf func(string, ...any)) (*side, error) {
+	sd := &side{nodes: e.c.nodes, leader: e.c.leader, settle: func(ctx context.Context) { e.c.settle(ctx, e.hc) }, close: func() {}}
+	if s.Prepare != nil {
+		if err := s.Prepare(ctx, e); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	e.c.settle(ctx, e.hc)
+	if s.Realtime != nil {
+		rt, err := startRealtime(ctx, e, s, logf)
+		if err != nil {
+			return nil, fmt.Errorf("subscribers: %w", err)
+		}
+		sd.run, sd.close = rt.run, func() { rt.close(logf) }
+		return sd, nil
+	}
+	clients := s.Clients(e.o)
+	sd.run = func(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int) {
+		return runOnce(ctx, e, s, clients, ops)
+	}
+	return sd, nil
+}
+
+// ---- etcd side ----
+
+// etcdEnv is the etcd cluster a comparison runs against.
+type etcdEnv struct {
+	hc      *http.Client
+	c       *cluster
+	o       *options
+	value   []byte // the raw value (--value-size letters)
+	value64 []byte // base64 of value
+	seq     atomic.Uint64
+
+	populated bool
+}
+
+// newEtcdEnv uses ours' value (a JSON string literal, quotes included) as
+// the raw value, so both store the same letters.
+func newEtcdEnv(hc *http.Client, c *cluster, o *options, jsonValue []byte) *etcdEnv {
+	v := jsonValue[1 : len(jsonValue)-1]
+	return &etcdEnv{hc: hc, c: c, o: o, value: v, value64: b64.AppendEncode(nil, v)}
+}
+
+func (ee *etcdEnv) follower(c int) *benchNode {
+	f := ee.c.followers()
+	return f[c%len(f)]
+}
+
+func (ee *etcdEnv) put(ctx context.Context, n *benchNode) error {
+	_, err := etcdPut(ctx, ee.hc, ee.o.reqTimeout, n.url, "bench/w"+strconv.FormatUint(ee.seq.Add(1), 10), ee.value64)
+	return err
+}
+
+// populate writes the --docs keys the read scenarios read and waits until
+// every follower serves the last of them locally.
+func (ee *etcdEnv) populate(ctx context.Context) error {
+	if ee.populated {
+		return nil
+	}
+	err := parallel(ctx, ee.o.docs, ee.o.clients, func(i int) error {
+		_, err := etcdPut(ctx, ee.hc, ee.o.reqTimeout, ee.c.leader.url, "bench/r"+strconv.Itoa(i), ee.value64)
+		if err != nil {
+			return fmt.Errorf("populate bench/r%d: %w", i, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	last := "bench/r" + strconv.Itoa(ee.o.docs-1)
+	for _, n := range ee.c.followers() {
+		err := poll(ctx, 10*time.Second, func() error {
+			_, err := etcdGet(ctx, ee.hc, ee.o.reqTimeout, n.url, last, true)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("populate: catch-up read on %s: %w", n.id, err)
+		}
+	}
+	ee.populated = true
+	return nil
+}
+
+// side prepares the etcd counterpart of spec (our scenario s gives the
+// client count and, through runOnce, the run loop).
+func (ee *etcdEnv) side(ctx context.Context, spec compareSpec, s *scenario, logf func(string, ...any)) (*side, error) {
+	sd := &side{nodes: ee.c.nodes, leader: ee.c.leader, settle: func(ctx context.Context) { settleEtcd(ctx, ee.hc, ee.c) }, close: func() {}}
+	var op func(ctx context.Context, c, i int) error
+	timeout := ee.o.reqTimeout
+	switch spec.Name {
+	case "W1", "W2":
+		op = func(ctx context.Context, c, i int) error { return ee.put(ctx, ee.c.leader) }
+	case "R1", "R2":
+		if err := ee.populate(ctx); err != nil {
+			return nil, err
+		}
+		serializable := spec.Name == "R1"
+		op = func(ctx context.Context, c, i int) error {
+			_, err := etcdGet(ctx, ee.hc, timeout, ee.follower(c).url, "bench/r"+strconv.Itoa(i%ee.o.docs), serializable)
+			return err
+		}
+	case "S1":
+		ws, err := startEtcdWatchers(ctx, ee, logf)
+		if err != nil {
+			return nil, fmt.Errorf("watchers: %w", err)
+		}
+		sd.run, sd.close = ws.run, ws.close
+		settleEtcd(ctx, ee.hc, ee.c)
+		return sd, nil
+	default:
+		return nil, fmt.Errorf("no etcd counterpart of %s", spec.Name)
+	}
+	settleEtcd(ctx, ee.hc, ee.c)
+	// runOnce drives the op through a copy of our scenario (same clients,
+	// same run loop, same --run-timeout); the env only lends its options.
+	es := *s
+	es.Op = func(ctx context.Context, _ *env, c, i int) error { return op(ctx, c, i) }
+	e := &env{o: ee.o}
+	clients := s.Clients(ee.o)
+	sd.run = func(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int) {
+		return runOnce(ctx, e, &es, clients, ops)
+	}
+	return sd, nil
+}
+
+// ---- S1 on etcd: watch streams ----
+
+// etcdWatchers is S1's etcd side: --subscribers watch streams on one prefix
+// on a follower; a paced writer puts a new key under it per write through
+// the leader, its value holding the run, the sequence number and the send
+// time (as ours does), so each watcher measures change-to-delivery latency.
+type etcdWatchers struct {
+	ee        *etcdEnv
+	node      *benchNode
+	prefix    string
+	base      time.Time
+	hc        *http.Client
+	ws        []*etcdWatcher
+	runID     int
+	delivered atomic.Int64
+}
+
+type etcdWatcher struct {
+	w     *etcdWatch
+	ended chan struct{}
+
+	mu    sync.Mutex
+	run   int
+	got   []bool
+	n     int
+	dups  int
+	stray int
+	lat   []time.Duration
+	last  time.Duration
+	err   error // why the stream ended
+}
+
+func startEtcdWatchers(ctx context.Context, ee *etcdEnv, logf func(string, ...any)) (*etcdWatchers, error) {
+	n := ee.o.subscribers
+	node := ee.follower(0)
+	if _, _, err := checkRealtimeLimits(node, n); err != nil {
+		return nil, err
+	}
+	ws := &etcdWatchers{ee: ee, node: node, prefix: "bench/rt/s1/", base: time.Now(),
+		hc: &http.Client{Transport: &http.Transport{
+			Proxy:              nil,
+			DialContext:        (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DisableCompression: true,
+		}}}
+	t0 := time.Now()
+	ws.ws = make([]*etcdWatcher, n)
+	err := parallel(ctx, n, rtDialers, func(i int) error {
+		w, err := openEtcdWatch(ctx, ws.hc, node.url, ws.prefix)
+		if err != nil {
+			return fmt.Errorf("watcher %d of %d on %s: %w", i+1, n, node.id, err)
+		}
+		x := &etcdWatcher{w: w, ended: make(chan struct{})}
+		ws.ws[i] = x
+		go x.consume(ws)
+		return nil
+	})
+	if err != nil {
+		ws.ws = slices.DeleteFunc(ws.ws, func(x *etcdWatcher) bool { return x == nil })
+		ws.close()
+		return nil, err
+	}
+	logf("bench: S1 etcd: %d watchers of %s on %s in %.1fs", n, ws.prefix, node.id, time.Since(t0).Seconds())
+	return ws, nil
+}
+
+// consume records each event of the stream until it ends.
+func (x *etcdWatcher) consume(ws *etcdWatchers) {
+	defer close(x.ended)
+	for {
+		m, err := x.w.next()
+		if err != nil {
+			x.mu.Lock()
+			x.err = err
+			x.mu.Unlock()
+			return
+		}
+		now := time.Since(ws.base)
+		for _, ev := range m.Result.Events {
+			run, seq, sent, ok := parseRTData(ev.KV.Value)
+			x.mu.Lock()
+			switch {
+			case !ok || run != x.run || seq < 0 || seq >= len(x.got):
+				x.stray++
+			case x.got[seq]:
+				x.dups++
+			default:
+				x.got[seq] = true
+				x.n++
+				x.lat = append(x.lat, now-sent)
+				x.last = now
+				ws.delivered.Add(1)
+			}
+			x.mu.Unlock()
+		}
+	}
+}
+
+func (x *etcdWatcher) isEnded() bool {
+	select {
+	case <-x.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// value is write seq of run: the same shape as our realtime documents.
+func (ws *etcdWatchers) value(run, seq int) []byte {
+	v := ws.ee.value
+	b := make([]byte, 0, len(v)+80)
+	b = append(b, `{"r":`...)
+	b = strconv.AppendInt(b, int64(run), 10)
+	b = append(b, `,"s":`...)
+	b = strconv.AppendInt(b, int64(seq), 10)
+	b = append(b, `,"t":`...)
+	b = strconv.AppendInt(b, int64(time.Since(ws.base)), 10)
+	b = append(b, `,"v":"`...)
+	b = append(b, v...)
+	return append(b, `"}`...)
+}
+
+// run is one run: ops paced puts at --rate, then the wait until every
+// watcher has every successful one (or rtStall without progress, or
+// --run-timeout). Ops are deliveries, as in ours.
+func (ws *etcdWatchers) run(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int) {
+	ee, o := ws.ee, ws.ee.o
+	ws.runID++
+	id := ws.runID
+	for _, x := range ws.ws {
+		x.mu.Lock()
+		x.run, x.n, x.dups, x.stray, x.last = id, 0, 0, 0, 0
+		x.got = make([]bool, ops)
+		x.lat = x.lat[:0]
+		x.mu.Unlock()
+	}
+	ws.delivered.Store(0)
+	kinds := map[string]int{}
+	ok := make([]bool, ops)
+	var mu sync.Mutex
+	var writeErrs int
+	wctx, cancel := context.WithTimeout(ctx, o.runTimeout)
+	defer cancel()
+	start := time.Now()
+	startOff := time.Since(ws.base)
+	interval := time.Duration(float64(time.Second) / o.rate)
+	sem := make(chan struct{}, rtInFlight)
+	var wg sync.WaitGroup
+schedule:
+	for i := 0; i < ops; i++ {
+		sleepCtx(wctx, time.Until(start.Add(time.Duration(i)*interval)))
+		select {
+		case sem <- struct{}{}:
+		case <-wctx.Done():
+			break schedule
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			key := ws.prefix + "m" + strconv.Itoa(id) + "-" + strconv.Itoa(i)
+			_, err := etcdPut(wctx, ee.hc, o.reqTimeout, ee.c.leader.url, key, b64.AppendEncode(nil, ws.value(id, i)))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok[i] = true
+			case wctx.Err() != nil:
+			default:
+				writeErrs++
+				kinds[err.Error()]++
+			}
+		}()
+	}
+	wg.Wait()
+	writeWall := time.Since(start)
+	writerCut := wctx.Err() != nil && ctx.Err() == nil
+	writes := 0
+	for _, b := range ok {
+		if b {
+			writes++
+		}
+	}
+	expected := int64(writes) * int64(len(ws.ws))
+	deadline := time.Now().Add(o.runTimeout)
+	last, lastChange := int64(-1), time.Now()
+	drained := false
+	for ctx.Err() == nil {
+		d := ws.delivered.Load()
+		if d >= expected {
+			drained = true
+			break
+		}
+		if d != last {
+			last, lastChange = d, time.Now()
+		}
+		if time.Since(lastChange) > rtStall || time.Now().After(deadline) {
+			break
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+	}
+	var all histogram
+	var lastRecv time.Duration
+	var deliveries, missed, dups, lost int
+	for _, x := range ws.ws {
+		x.mu.Lock()
+		for i, b := range ok {
+			if b && !x.got[i] {
+				missed++
+			}
+		}
+		deliveries += x.n
+		dups += x.dups
+		all.samples = append(all.samples, x.lat...)
+		lastRecv = max(lastRecv, x.last)
+		x.mu.Unlock()
+		if x.isEnded() {
+			lost++
+		}
+	}
+	for k, v := range map[string]int{
+		"etcd delivery missed": missed, "etcd delivery duplicated": dups, "etcd watch stream ended": lost,
+	} {
+		if v > 0 {
+			kinds[k] += v
+		}
+	}
+	wall := writeWall
+	if lastRecv > startOff {
+		wall = max(wall, lastRecv-startOff)
+	}
+	return runResult{
+		Ops: deliveries, Errors: writeErrs + missed + dups + lost,
+		WallSeconds: round(wall.Seconds(), 3), OpsPerSec: round(throughput(deliveries, wall), 1),
+		TimedOut: writerCut || (!drained && ctx.Err() == nil),
+		Writes:   writes, WritesPerSec: round(throughput(writes, writeWall), 1),
+	}, &all, kinds, nil
+}
+
+func (ws *etcdWatchers) close() {
+	for _, x := range ws.ws {
+		x.w.close()
+	}
+	for _, x := range ws.ws {
+		<-x.ended
+	}
+	ws.hc.CloseIdleConnections()
+}
+
+// ---- table ----
+
+func printCompareTable(w io.Writer, rep *report) {
+	if len(rep.Comparisons) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nside by side with etcd (interleaved rounds: edgebase, etcd, edgebase, etcd, ...; ops/s: median of the rounds; ratio = edgebase/etcd: ops/s above 1 and p99 below 1 favour edgebase; CPU: seconds per round per node (* leader); RSS: peak MiB during the rounds; bench/other CPU: the load generator's and every other process's CPU seconds per round, edgebase rounds/etcd rounds)\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scen\tnodes\tclients\tops/run\tedgebase ops/s\tetcd ops/s\tratio\tp99 edgebase\tp99 etcd\tp99 ratio\tCPU s edgebase\tCPU s etcd\tRSS MiB edgebase\tRSS MiB etcd\tbench CPU s\tother CPU s\terrors eb/etcd\t")
+	var notes []string
+	for _, c := range rep.Comparisons {
+		for _, x := range []struct {
+			who string
+			r   *sideResult
+		}{{"edgebase", &c.Edgebase}, {"etcd", &c.Etcd}} {
+			if x.r.Failed != "" {
+				notes = append(notes, fmt.Sprintf("%s %d nodes %s: FAILED: %s", c.Scenario, c.ClusterSize, x.who, x.r.Failed))
+			}
+			for _, k := range slices.Sorted(maps.Keys(x.r.ErrorKinds)) {
+				notes = append(notes, fmt.Sprintf("%s %d nodes %s: %d × %s", c.Scenario, c.ClusterSize, x.who, x.r.ErrorKinds[k], k))
+			}
+			if x.r.TimedOut {
+				notes = append(notes, fmt.Sprintf("%s %d nodes %s: a round stopped by --run-timeout", c.Scenario, c.ClusterSize, x.who))
+			}
+		}
+		errs := fmt.Sprintf("%d/%d", c.Edgebase.Errors, c.Etcd.Errors)
+		if c.flagged() {
+			errs += " !"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f/%.2f\t%.2f/%.2f\t%s\t\n",
+			c.Scenario, c.ClusterSize, c.Clients, c.OpsPerRun,
+			fmtRate(&c.Edgebase), fmtRate(&c.Etcd), fmtRatio(c.ThroughputRatio),
+			fmtMs(c.Edgebase.P99Ms), fmtMs(c.Etcd.P99Ms), fmtRatio(c.P99Ratio),
+			fmtNodesCPU(c.Edgebase.Nodes), fmtNodesCPU(c.Etcd.Nodes), fmtNodesRSS(c.Edgebase.Nodes), fmtNodesRSS(c.Etcd.Nodes),
+			c.Edgebase.BenchCPUSecondsPerRun, c.Etcd.BenchCPUSecondsPerRun, c.Edgebase.OtherCPUSecondsPerRun, c.Etcd.OtherCPUSecondsPerRun, errs)
+	}
+	_ = tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+func fmtRate(r *sideResult) string {
+	if r.Failed != "" {
+		return "FAILED"
+	}
+	return fmt.Sprintf("%.0f [%.0f-%.0f]", r.OpsPerSec, r.OpsPerSecMin, r.OpsPerSecMax)
+}
+
+func fmtRatio(x float64) string {
+	if x <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
+
+func fmtNodesCPU(ns []nodeResult) string {
+	var s []string
+	for _, n := range ns {
+		mark := ""
+		if n.Leader && len(ns) > 1 {
+			mark = "*"
+		}
+		if n.Unmeasured {
+			s = append(s, n.ID+mark+" -")
+			continue
+		}
+		s = append(s, fmt.Sprintf("%s%s %.2f", n.ID, mark, n.CPUSecondsPerRun))
+	}
+	return strings.Join(s, " ")
+}
+
+func fmtNodesRSS(ns []nodeResult) string {
+	var s []string
+	for _, n := range ns {
+		if n.Unmeasured {
+			s = append(s, "-")
+			continue
+		}
+		s = append(s, fmt.Sprintf("%.0f", n.PeakRSSMiB))
+	}
+	return strings.Join(s, "/")
+}
