@@ -320,6 +320,15 @@ func (s *Server) writeDoc(ctx context.Context, r *http.Request, w writer, coll s
 			curRev, resource = cur.Revision, cur.Data
 		}
 		if match != nil && *match != curRev {
+			if w.guard != nil {
+				// Local state may lag behind writes acknowledged elsewhere,
+				// even the caller's own (forwarded to the leader): a 412
+				// is decided on fresh state only.
+				if w, err = s.writePrincipal(ctx, r, true); err != nil {
+					return nil, nil, err
+				}
+				continue
+			}
 			return nil, nil, preconditionFailed(*match, curRev)
 		}
 		conds := []raftstore.Cond{{Path: full, Kind: raftstore.CondRevision, Revision: curRev}}
@@ -347,6 +356,14 @@ func (s *Server) writeDoc(ctx context.Context, r *http.Request, w writer, coll s
 			return nil, nil, err
 		}
 		if berr != nil {
+			if w.guard != nil {
+				// The same for an answer from the document's state, such
+				// as 404 for a delete: never from a lagging replica.
+				if w, err = s.writePrincipal(ctx, r, true); err != nil {
+					return nil, nil, err
+				}
+				continue
+			}
 			return nil, nil, berr
 		}
 		op.Path = full
