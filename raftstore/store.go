@@ -578,6 +578,9 @@ func (s *Store) WaitRead(ctx context.Context, c Consistency, minRev uint64) erro
 	if c == Local && (s.IsLeader() || time.Since(s.raft.LastContact()) <= MaxLocalStaleness) {
 		return nil
 	}
+	if brokenStrongReads && !s.IsLeader() {
+		return nil
+	}
 	idx, err := s.ReadIndex(ctx)
 	if err != nil {
 		return err
