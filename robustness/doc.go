@@ -1,0 +1,25 @@
+// Package robustness proves edgebase's promises under faults, the way etcd's
+// robustness suite and Jepsen do: it runs a real cluster (three voters and
+// one edge node, each its own OS process on loopback), drives concurrent
+// clients pinned to different nodes while one fault is injected (kill -9,
+// SIGSTOP past the election timeout, a network partition, a follower cut
+// off until it must install a snapshot, a restart of every node), records
+// every operation with its invoke and return times and outcome, and checks:
+//
+//   - the history of puts, strong gets, conditional puts and deletes is
+//     linearizable (porcupine, per key, a write of unknown outcome may or may
+//     not have taken effect, a checker timeout is a failure);
+//   - no acknowledged write is missing once the fault heals, and every node
+//     converges to the same documents, byte for byte;
+//   - realtime streams on every node deliver strictly increasing revisions
+//     with no gap and no duplicate against the union of all streams, the
+//     same event for the same revision everywhere, and a resume with `since`
+//     returns exactly what followed;
+//   - push: every due notification reaches every device at least once across
+//     a leader kill, with duplicates only around the leadership change.
+//
+// The model and the checkers are plain code (model.go, streams.go,
+// pushcheck.go) with their own tests; the fault runs are in the _test files.
+// docs/robustness.md describes the faults, the checks, the results and the
+// guarantees they support.
+package robustness
