@@ -137,6 +137,7 @@ type node struct {
 	httpPort int
 	raftPort int
 	args     []string
+	env      []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -181,7 +182,7 @@ func (n *node) start(bin string) error {
 	n.starts++
 	fmt.Fprintf(f, "==== start #%d of %s at %s\n", n.starts, n.id, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(bin, n.args...)
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if n.uid != 0 {
@@ -261,6 +262,7 @@ func (n *node) logTail(limit int64) string {
 type clusterOpts struct {
 	bin   string   // edgebase binary (default: the product)
 	extra []string // flags added to every node's serve command
+	env   []string // added to every node's environment
 }
 
 // cluster is three voters (n1 bootstraps, n2 and n3 join) and one edge node.
@@ -345,6 +347,7 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 			n.args = append(n.args, "--edge")
 		}
 		n.args = append(n.args, opts.extra...)
+		n.env = opts.env
 		c.nodes = append(c.nodes, n)
 	}
 	t.Cleanup(c.shutdown)

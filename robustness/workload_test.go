@@ -86,7 +86,7 @@ func outcome(r *response, err error) Outcome {
 		return OutUnknown
 	}
 	switch {
-	case r.status == http.StatusOK || r.status == http.StatusCreated:
+	case r.status >= 200 && r.status < 300:
 		return OutOK
 	case r.status == http.StatusNotFound:
 		return OutNotFound
