@@ -263,6 +263,9 @@ type clusterOpts struct {
 	bin   string   // edgebase binary (default: the product)
 	extra []string // flags added to every node's serve command
 	env   []string // added to every node's environment
+	// tmpfs gives these nodes (by id) a data dir on a tmpfs of the given
+	// size in MiB, which a test can fill (root only).
+	tmpfs map[string]int
 }
 
 // cluster is three voters (n1 bootstraps, n2 and n3 join) and one edge node.
@@ -324,6 +327,17 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 			n.uid = 42101 + i
 			if err := os.MkdirAll(n.dataDir, 0o700); err != nil {
 				t.Fatal(err)
+			}
+			if mib := opts.tmpfs[id]; mib > 0 {
+				if err := mountTmpfs(n.dataDir, mib, n.uid); err != nil {
+					t.Skipf("no tmpfs for %s here: %v", id, err)
+				}
+				dir := n.dataDir
+				t.Cleanup(func() {
+					if err := unmount(dir); err != nil {
+						t.Errorf("unmount %s: %v", dir, err)
+					}
+				})
 			}
 			if err := os.Chown(n.dataDir, n.uid, n.uid); err != nil {
 				t.Fatal(err)

@@ -2,12 +2,15 @@ package robustness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -111,4 +114,46 @@ func (f *netFaults) close() error {
 		return fmt.Errorf("%v; %v; %v", err1, err2, err3)
 	}
 	return nil
+}
+
+// mountTmpfs mounts a tmpfs of mib MiB owned by uid on dir.
+func mountTmpfs(dir string, mib, uid int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	opts := fmt.Sprintf("size=%dm,mode=0700,uid=%d,gid=%d", mib, uid, uid)
+	if out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mount -t tmpfs -o %s %s: %w: %s", opts, dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func unmount(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("umount %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// fillDisk writes zeros to dir/name until the file system is full and
+// returns how many bytes it took.
+func fillDisk(dir, name string) (int64, error) {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return 0, fmt.Errorf("fill %s: %w", dir, err)
+	}
+	defer func() { _ = f.Close() }()
+	buf := make([]byte, 1<<20)
+	var total int64
+	for {
+		n, err := f.Write(buf)
+		total += int64(n)
+		if errors.Is(err, syscall.ENOSPC) {
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("fill %s: %w", dir, err)
+		}
+	}
 }

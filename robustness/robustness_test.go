@@ -53,10 +53,29 @@ func requireFaults() bool { return os.Getenv("EDGEBASE_REQUIRE_FAULTS") == "1" }
 // faultCase is one kind of fault: inject it, keep it for the profile's hold
 // time, and heal it, leaving every node running.
 type faultCase struct {
-	name     string
-	needsNet bool
-	extra    []string // serve flags for every node
-	run      func(r *run)
+	name      string
+	needsNet  bool           // iptables and a user per node
+	needsRoot bool           // e.g. to mount a tmpfs
+	tmpfs     map[string]int // see clusterOpts.tmpfs
+	extra     []string       // serve flags for every node
+	run       func(r *run)
+}
+
+// exitReason is the line of a node's output that tells why it stopped: a
+// panic or fatal error, else the last error logged, else the last line.
+func exitReason(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
+			return strings.Join(lines[i:min(i+12, len(lines))], "\n")
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], `"level":"ERROR"`) {
+			return lines[i]
+		}
+	}
+	return lines[len(lines)-1]
 }
 
 var faultCases = []faultCase{
@@ -138,6 +157,24 @@ var faultCases = []faultCase{
 				return nil
 			})
 		}},
+	{name: "full-disk", needsRoot: true, tmpfs: map[string]int{"n3": 256}, run: func(r *run) {
+		// n3's data dir is a small tmpfs: fill it, keep it full while
+		// the load goes on, then free the space and bring n3 back (it may
+		// have stopped on the failed writes, which is allowed; serving
+		// wrong answers is not).
+		n := r.c.byID("n3")
+		r.victim = n.id
+		filled, err := fillDisk(n.dataDir, "filler")
+		r.must(err)
+		r.event("filled %s's data dir (%d MiB more)", n.id, filled>>20)
+		r.holdFault()
+		r.must(os.Remove(filepath.Join(n.dataDir, "filler")))
+		r.event("freed the space; %s running: %v", n.id, n.running())
+		if !n.running() {
+			r.event("%s stopped on the full disk: %s", n.id, exitReason(n.logTail(256<<10)))
+			r.c.restart(n)
+		}
+	}},
 	{name: "restart-all", run: func(r *run) {
 		r.event("kill -9 every node")
 		var wg sync.WaitGroup
@@ -306,13 +343,16 @@ func (r *run) awaitLeaderOtherThan(old *node) {
 func runFault(t *testing.T, fc faultCase, seed uint64, p profile, bin string) *result {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	if fc.needsRoot && os.Geteuid() != 0 {
+		t.Skipf("%s needs root (mount a tmpfs)", fc.name)
+	}
 	if fc.needsNet && os.Geteuid() != 0 {
 		if requireFaults() {
 			t.Fatalf("%s needs root (iptables, a user per node) and EDGEBASE_REQUIRE_FAULTS=1", fc.name)
 		}
 		t.Skipf("%s needs root for iptables and a user per node; run as root (CI does, with EDGEBASE_REQUIRE_FAULTS=1)", fc.name)
 	}
-	c := startCluster(t, ctx, clusterOpts{bin: bin, extra: fc.extra})
+	c := startCluster(t, ctx, clusterOpts{bin: bin, extra: fc.extra, tmpfs: fc.tmpfs})
 	if fc.needsNet && c.net == nil {
 		if requireFaults() {
 			t.Fatalf("%s: network partitions are not available here (see the log above)", fc.name)
