@@ -138,7 +138,9 @@ func runPushFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 		if s.Outcome != OutOK {
 			t.Fatalf("schedule %s: %s", s.Title, s.Err)
 		}
+		sendsMu.Lock()
 		sends = append(sends, s)
+		sendsMu.Unlock()
 	}
 	time.Sleep(p.warm) // sends before the fault: a duration of the run
 	fc.run(r)
