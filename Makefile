@@ -9,7 +9,7 @@ CA_BUNDLE   ?= /etc/ssl/certs/ca-certificates.crt
 # docker-compose (v1) where it is installed, else the compose plugin.
 COMPOSE     ?= $(shell if command -v docker-compose >/dev/null 2>&1; then echo docker-compose; else echo docker compose; fi)
 
-.PHONY: build run test bench image image-prometheus compose-up compose-monitoring compose-down clean
+.PHONY: build run test robustness bench image image-prometheus compose-up compose-monitoring compose-down clean
 
 ## build: static binary at ./bin/edgebase
 build:
@@ -28,6 +28,11 @@ test: $(STATICCHECK)
 # staticcheck, pinned (the same version .ci/run installs), when it is missing.
 $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+## robustness: the long profile of the fault-injection suite (5 seeds per fault,
+## longer faults; root for partitions and the full disk). CI runs the short one in `make test`.
+robustness:
+	EDGEBASE_ROBUSTNESS=long $(GO) test -count=1 -timeout 90m -v -run 'TestRobustness|TestChecker' ./robustness
 
 ## bench: scenario runner; starts its own 1- and 3-node clusters on loopback (see docs/benchmarks.md)
 bench:
