@@ -14,9 +14,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 const (
@@ -124,138 +125,21 @@ func freePort(t *testing.T, taken map[int]bool) int {
 	return 0
 }
 
-// ---- one node process ----
+// ---- one node ----
 
-// node is one node slot: its id, ports, data dir, flags and (when running
-// as root) its own user id survive restarts.
+// node is one node slot: its process (see proctest.Proc), id, role, ports
+// and data dir survive restarts.
 type node struct {
+	*proctest.Proc
 	id       string
 	voter    bool
 	uid      int // 0: the test's own user
 	dataDir  string
-	logPath  string
 	httpPort int
 	raftPort int
-	args     []string
-	env      []string
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
-	starts  int
-	paused  bool
 }
 
 func (n *node) url() string { return fmt.Sprintf("http://127.0.0.1:%d", n.httpPort) }
-
-func (n *node) running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// start launches the node with bin (the same flags every time).
-func (n *node) start(bin string) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		select {
-		case <-n.done:
-		default:
-			return fmt.Errorf("start %s: already running (pid %d)", n.id, n.cmd.Process.Pid)
-		}
-	}
-	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("open log of %s: %w", n.id, err)
-	}
-	defer func() { _ = f.Close() }() // the child holds its own descriptor
-	n.starts++
-	fmt.Fprintf(f, "==== start #%d of %s at %s\n", n.starts, n.id, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(bin, n.args...)
-	cmd.Env = append(os.Environ(), n.env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if n.uid != 0 {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(n.uid), Gid: uint32(n.uid)}
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", n.id, err)
-	}
-	done := make(chan struct{})
-	n.cmd, n.done, n.waitErr, n.paused = cmd, done, nil, false
-	go func() {
-		err := cmd.Wait()
-		n.mu.Lock()
-		n.waitErr = err
-		n.mu.Unlock()
-		close(done)
-	}()
-	return nil
-}
-
-// signal sends sig to the running process.
-func (n *node) signal(sig syscall.Signal) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return fmt.Errorf("signal %s: never started", n.id)
-	}
-	if err := n.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("signal %v to %s: %w", sig, n.id, err)
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		n.paused = true
-	case syscall.SIGCONT:
-		n.paused = false
-	}
-	return nil
-}
-
-// kill9 sends SIGKILL and waits until the process is gone.
-func (n *node) kill9() error {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
-		return fmt.Errorf("kill %s: never started", n.id)
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("kill -9 %s: %w", n.id, err)
-	}
-	select {
-	case <-done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("kill -9 %s: still running after 10s", n.id)
-	}
-}
-
-// logTail is the last max bytes of the node's output.
-func (n *node) logTail(limit int64) string {
-	f, err := os.Open(n.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	defer func() { _ = f.Close() }()
-	st, err := f.Stat()
-	if err != nil {
-		return err.Error()
-	}
-	off := max(st.Size()-limit, 0)
-	b, _ := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
-	return string(b)
-}
 
 // ---- the cluster ----
 
@@ -319,12 +203,14 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 	asRoot := os.Geteuid() == 0
 	taken := map[int]bool{}
 	for i, id := range []string{"n1", "n2", "n3", "e1"} {
-		n := &node{id: id, voter: id != "e1", dataDir: filepath.Join(base, id), logPath: filepath.Join(base, id+".log"),
+		n := &node{id: id, voter: id != "e1", dataDir: filepath.Join(base, id),
 			httpPort: freePort(t, taken), raftPort: freePort(t, taken)}
+		n.Proc = &proctest.Proc{ID: id, Bin: c.bin, LogPath: filepath.Join(base, id+".log"), Env: opts.env}
 		if asRoot {
 			// Each node runs as its own user so that iptables can tell its
 			// connections apart (see netFaults).
 			n.uid = 42101 + i
+			n.UID = n.uid
 			if err := os.MkdirAll(n.dataDir, 0o700); err != nil {
 				t.Fatal(err)
 			}
@@ -343,7 +229,7 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 				t.Fatal(err)
 			}
 		}
-		n.args = []string{"serve",
+		n.Args = []string{"serve",
 			"--node-id", id,
 			"--data-dir", n.dataDir,
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", n.httpPort),
@@ -355,13 +241,12 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 			"--raft-election-timeout", electionTimeout.String(),
 		}
 		if id != "n1" {
-			n.args = append(n.args, "--join", fmt.Sprintf("http://127.0.0.1:%d", c.nodesPort("n1")))
+			n.Args = append(n.Args, "--join", fmt.Sprintf("http://127.0.0.1:%d", c.nodesPort("n1")))
 		}
 		if id == "e1" {
-			n.args = append(n.args, "--edge")
+			n.Args = append(n.Args, "--edge")
 		}
-		n.args = append(n.args, opts.extra...)
-		n.env = opts.env
+		n.Args = append(n.Args, opts.extra...)
 		c.nodes = append(c.nodes, n)
 	}
 	t.Cleanup(c.shutdown)
@@ -378,12 +263,12 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 			})
 		}
 	}
-	if err := c.nodes[0].start(c.bin); err != nil {
+	if err := c.nodes[0].Start(); err != nil {
 		t.Fatal(err)
 	}
 	c.mustReady(c.nodes[0], 30*time.Second)
 	for _, n := range c.nodes[1:] {
-		if err := n.start(c.bin); err != nil {
+		if err := n.Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -414,14 +299,11 @@ func (c *cluster) nodesPort(id string) int {
 // test failed.
 func (c *cluster) shutdown() {
 	for _, n := range c.nodes {
-		if n.running() {
-			_ = n.signal(syscall.SIGCONT)
-			_ = n.kill9()
-		}
+		n.KillIfRunning()
 	}
 	if c.t.Failed() || os.Getenv("EDGEBASE_ROBUSTNESS_LOGS") == "1" {
 		for _, n := range c.nodes {
-			c.t.Logf("---- last output of %s (%s) ----\n%s", n.id, n.logPath, n.logTail(12<<10))
+			c.t.Logf("---- last output of %s (%s) ----\n%s", n.id, n.LogPath, n.LogTail(12<<10))
 		}
 	}
 }
@@ -459,8 +341,8 @@ func waitFor(ctx context.Context, total time.Duration, f func() error) error {
 func (c *cluster) mustReady(n *node, total time.Duration) {
 	c.t.Helper()
 	c.checkFor(total, n.id+" ready", func() error {
-		if !n.running() {
-			c.t.Fatalf("%s exited while waiting for /readyz: %v\n%s", n.id, n.waitErr, n.logTail(8<<10))
+		if !n.Running() {
+			c.t.Fatalf("%s exited while waiting for /readyz: %v\n%s", n.id, n.WaitErr(), n.LogTail(8<<10))
 		}
 		r, err := c.do(n, 3*time.Second, http.MethodGet, "/readyz", nil, nil)
 		if err != nil {
@@ -476,7 +358,7 @@ func (c *cluster) mustReady(n *node, total time.Duration) {
 // restart starts n again and waits until it is ready.
 func (c *cluster) restart(n *node) {
 	c.t.Helper()
-	if err := n.start(c.bin); err != nil {
+	if err := n.Start(); err != nil {
 		c.t.Fatal(err)
 	}
 	c.mustReady(n, 60*time.Second)
@@ -602,7 +484,7 @@ func (c *cluster) leader(total time.Duration, askVia ...*node) *node {
 				errs = append(errs, err)
 				continue
 			}
-			if l := c.byID(st.Leader); l != nil && l.running() && !l.paused {
+			if l := c.byID(st.Leader); l != nil && l.Running() && !l.Paused() {
 				leader = l
 				return nil
 			}

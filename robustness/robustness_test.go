@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // profile is how hard a run pushes: the short one runs in CI (one seed per
@@ -82,7 +83,7 @@ var faultCases = []faultCase{
 	{name: "kill-leader", run: func(r *run) {
 		l := r.c.leader(20 * time.Second)
 		r.event("kill -9 leader %s", l.id)
-		r.must(l.kill9())
+		r.must(l.Kill9())
 		r.awaitLeaderOtherThan(l)
 		r.holdFault()
 		r.event("restart %s", l.id)
@@ -91,7 +92,7 @@ var faultCases = []faultCase{
 	{name: "kill-follower", run: func(r *run) {
 		f := r.follower()
 		r.event("kill -9 follower %s", f.id)
-		r.must(f.kill9())
+		r.must(f.Kill9())
 		r.holdFault()
 		r.event("restart %s", f.id)
 		r.c.restart(f)
@@ -102,11 +103,11 @@ var faultCases = []faultCase{
 		// deposed leader back, which must step down, not serve stale state.
 		l := r.c.leader(20 * time.Second)
 		r.event("SIGSTOP leader %s", l.id)
-		r.must(l.signal(syscall.SIGSTOP))
+		r.must(l.Signal(syscall.SIGSTOP))
 		r.awaitLeaderOtherThan(l)
 		r.holdFault()
 		r.event("SIGCONT %s", l.id)
-		r.must(l.signal(syscall.SIGCONT))
+		r.must(l.Signal(syscall.SIGCONT))
 	}},
 	{name: "partition-follower", needsNet: true, run: func(r *run) {
 		f := r.follower()
@@ -140,7 +141,7 @@ var faultCases = []faultCase{
 			var snap uint64
 			r.checkFor(60*time.Second, "the leader's log compacted past the follower", func() error {
 				l := r.c.leader(10*time.Second, r.without(f)...)
-				snap = latestSnapshotIndex(l.dataDir)
+				snap = proctest.LatestSnapshotIndex(l.dataDir)
 				if snap <= behind+64 {
 					return fmt.Errorf("leader %s has its latest snapshot at %d, the follower is at %d", l.id, snap, behind)
 				}
@@ -151,7 +152,7 @@ var faultCases = []faultCase{
 			r.checkFor(60*time.Second, f.id+" restored the leader's snapshot", func() error {
 				// The FSM logs each snapshot it restores; the follower was
 				// never restarted, so this one came from the leader.
-				if !strings.Contains(f.logTail(1<<20), `"msg":"restored snapshot"`) {
+				if !strings.Contains(f.LogTail(1<<20), `"msg":"restored snapshot"`) {
 					return fmt.Errorf("%s has not restored a snapshot", f.id)
 				}
 				return nil
@@ -169,9 +170,9 @@ var faultCases = []faultCase{
 		r.event("filled %s's data dir (%d MiB more)", n.id, filled>>20)
 		r.holdFault()
 		r.must(os.Remove(filepath.Join(n.dataDir, "filler")))
-		r.event("freed the space; %s running: %v", n.id, n.running())
-		if !n.running() {
-			r.event("%s stopped on the full disk: %s", n.id, exitReason(n.logTail(256<<10)))
+		r.event("freed the space; %s running: %v", n.id, n.Running())
+		if !n.Running() {
+			r.event("%s stopped on the full disk: %s", n.id, exitReason(n.LogTail(256<<10)))
 			r.c.restart(n)
 		}
 	}},
@@ -180,7 +181,7 @@ var faultCases = []faultCase{
 		var wg sync.WaitGroup
 		errs := make([]error, len(r.c.nodes))
 		for i, n := range r.c.nodes {
-			wg.Go(func() { errs[i] = n.kill9() })
+			wg.Go(func() { errs[i] = n.Kill9() })
 		}
 		wg.Wait()
 		for _, err := range errs {
@@ -189,7 +190,7 @@ var faultCases = []faultCase{
 		r.holdFault()
 		r.event("start every node")
 		for _, n := range r.c.nodes {
-			r.must(n.start(r.c.bin))
+			r.must(n.Start())
 		}
 		for _, n := range r.c.nodes {
 			r.c.mustReady(n, 60*time.Second)
@@ -646,27 +647,6 @@ func listAll(c *cluster, n *node, coll string, minRev uint64) ([]listedDoc, []by
 	return nil, nil, fmt.Errorf("more than 1000 pages")
 }
 
-// latestSnapshotIndex is the highest Raft index of a complete snapshot in
-// raft's file store under dataDir/snapshots (0: none).
-func latestSnapshotIndex(dataDir string) uint64 {
-	var maxIndex uint64
-	_ = filepath.WalkDir(filepath.Join(dataDir, "snapshots"), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "meta.json" || strings.HasSuffix(filepath.Dir(path), ".tmp") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		var meta struct{ Index uint64 }
-		if json.Unmarshal(b, &meta) == nil && meta.Index > maxIndex {
-			maxIndex = meta.Index
-		}
-		return nil
-	})
-	return maxIndex
-}
-
 // ---- reports ----
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._=-]+`)
@@ -700,7 +680,7 @@ func saveReport(t *testing.T, r *run, res *result, info porcupine.LinearizationI
 		write("streams.json", streams)
 	}
 	for _, n := range r.c.nodes {
-		b, err := os.ReadFile(n.logPath)
+		b, err := os.ReadFile(n.LogPath)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, n.id+".log"), b, 0o644)
 		}

@@ -160,7 +160,7 @@ func bkListAll(t *testing.T, c *cluster, p *proc, pr project, coll string) []doc
 func newBkProc(t *testing.T, base, id, join string) *proc {
 	p := newProc(t, base, id)
 	if join != "" {
-		p.args = append(p.args, "--join", join)
+		p.Args = append(p.Args, "--join", join)
 	}
 	return p
 }

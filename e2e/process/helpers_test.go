@@ -18,10 +18,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 const (
@@ -149,124 +149,33 @@ func doJSON(ctx context.Context, client *http.Client, timeout time.Duration, met
 
 // ---- processes ----
 
-// proc is one node slot: id, ports, data dir and flags survive restarts.
+// proc is one node slot: id, ports, data dir and (in proctest.Proc) flags,
+// environment and log survive restarts.
 type proc struct {
+	*proctest.Proc
 	t        *testing.T
 	id       string
 	dataDir  string
 	httpPort int
 	raftPort int
-	args     []string
-	env      []string
-	logPath  string
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when the current process has exited
-	waitErr error
-	starts  int
 }
 
 func (p *proc) url() string { return fmt.Sprintf("http://127.0.0.1:%d", p.httpPort) }
 
-// running reports whether the current process has not exited.
-func (p *proc) running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
 // mustStart launches the process with its flags (the same every time).
 func (p *proc) mustStart() {
 	p.t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		select {
-		case <-p.done:
-		default:
-			p.t.Fatalf("start %s: already running (pid %d)", p.id, p.cmd.Process.Pid)
-		}
+	if err := p.Start(); err != nil {
+		p.t.Fatal(err)
 	}
-	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		p.t.Fatalf("open log of %s: %v", p.id, err)
-	}
-	p.starts++
-	fmt.Fprintf(f, "==== start #%d of %s at %s: edgebase %s\n", p.starts, p.id, time.Now().Format(time.RFC3339Nano), strings.Join(p.args, " "))
-	cmd := exec.Command(binPath, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		p.t.Fatalf("start %s: %v", p.id, err)
-	}
-	_ = f.Close() // the child holds its own descriptor
-	done := make(chan struct{})
-	p.cmd, p.done, p.waitErr = cmd, done, nil
-	go func() {
-		err := cmd.Wait()
-		p.mu.Lock()
-		p.waitErr = err
-		p.mu.Unlock()
-		close(done)
-	}()
 }
 
 // mustKill9 sends SIGKILL and waits until the process is gone.
 func (p *proc) mustKill9() {
 	p.t.Helper()
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		p.t.Fatalf("kill %s: never started", p.id)
+	if err := p.Kill9(); err != nil {
+		p.t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		p.t.Fatalf("kill -9 %s: %v", p.id, err)
-	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		p.t.Fatalf("kill -9 %s: process did not exit within 10s", p.id)
-	}
-}
-
-// logTail returns the last max bytes of the node's combined output.
-func (p *proc) logTail(max int64) string {
-	f, err := os.Open(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	defer func() { _ = f.Close() }()
-	st, err := f.Stat()
-	if err != nil {
-		return err.Error()
-	}
-	off := int64(0)
-	if st.Size() > max {
-		off = st.Size() - max
-	}
-	b, _ := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
-	if off > 0 {
-		return fmt.Sprintf("(... %d earlier bytes cut ...)\n%s", off, b)
-	}
-	return string(b)
-}
-
-// logContains reports whether the node's output contains s.
-func (p *proc) logContains(s string) bool {
-	b, err := os.ReadFile(p.logPath)
-	return err == nil && bytes.Contains(b, []byte(s))
 }
 
 // ---- cluster ----
@@ -294,9 +203,9 @@ func (c *cluster) byID(id string) *proc {
 // newProc is a node slot under base with fresh loopback ports and the flags
 // every node of these tests runs with (add --join, TLS or env to taste).
 func newProc(t *testing.T, base, id string) *proc {
-	p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: freePort(t), raftPort: freePort(t),
-		logPath: filepath.Join(base, id+".log")}
-	p.args = []string{"serve",
+	p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: freePort(t), raftPort: freePort(t)}
+	p.Proc = &proctest.Proc{ID: id, Bin: binPath, LogPath: filepath.Join(base, id+".log")}
+	p.Args = []string{"serve",
 		"--node-id", p.id,
 		"--data-dir", p.dataDir,
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", p.httpPort),
@@ -315,14 +224,11 @@ func newProc(t *testing.T, base, id string) *proc {
 func killAtCleanup(t *testing.T, nodes func() []*proc, tail int64) {
 	t.Cleanup(func() {
 		for _, p := range nodes() {
-			if p.running() {
-				_ = p.cmd.Process.Signal(syscall.SIGKILL)
-				<-p.done
-			}
+			p.KillIfRunning()
 		}
 		if t.Failed() || os.Getenv("EDGEBASE_E2E_LOGS") == "1" {
 			for _, p := range nodes() {
-				t.Logf("---- output of %s (%s) ----\n%s", p.id, p.logPath, p.logTail(tail))
+				t.Logf("---- output of %s (%s) ----\n%s", p.id, p.LogPath, p.LogTail(tail))
 			}
 		}
 	})
@@ -336,11 +242,11 @@ func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *clus
 	c := &cluster{t: t, ctx: ctx}
 	for i := 1; i <= 3; i++ {
 		p := newProc(t, base, fmt.Sprintf("n%d", i))
-		p.env = opts.env
+		p.Env = opts.env
 		c.nodes = append(c.nodes, p)
 	}
 	for _, p := range c.nodes[1:] {
-		p.args = append(p.args, "--join", c.nodes[0].url())
+		p.Args = append(p.Args, "--join", c.nodes[0].url())
 	}
 	killAtCleanup(t, func() []*proc { return c.nodes }, 48<<10)
 	c.nodes[0].mustStart()
@@ -366,8 +272,8 @@ func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *clus
 func (c *cluster) mustReady(p *proc, total time.Duration) time.Duration {
 	c.t.Helper()
 	return checkFor(c.t, total, 50*time.Millisecond, func() error {
-		if !p.running() {
-			c.t.Fatalf("%s exited while waiting for /readyz: %v\n%s", p.id, p.waitErr, p.logTail(8<<10))
+		if !p.Running() {
+			c.t.Fatalf("%s exited while waiting for /readyz: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
 		}
 		r, err := doJSON(c.ctx, httpClient, 3*time.Second, http.MethodGet, p.url()+"/readyz", nil, nil)
 		if err != nil {
@@ -651,28 +557,4 @@ func treeGeneration(dataDir string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
-
-// latestSnapshotIndex is the highest Raft index of a complete snapshot in
-// raft's file store under dataDir/snapshots (0: none).
-func latestSnapshotIndex(dataDir string) uint64 {
-	var maxIndex uint64
-	_ = filepath.WalkDir(filepath.Join(dataDir, "snapshots"), func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() || d.Name() != "meta.json" || strings.HasSuffix(filepath.Dir(path), ".tmp") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		var meta struct{ Index uint64 }
-		if json.Unmarshal(b, &meta) == nil && meta.Index > maxIndex {
-			maxIndex = meta.Index
-		}
-		return nil
-	})
-	return maxIndex
 }

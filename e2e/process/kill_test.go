@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // ackedWrite is one write the server acknowledged (2xx with X-Revision).
@@ -529,7 +531,7 @@ func TestKillNineFollowerCatchesUpAfterSnapshot(t *testing.T) {
 	// or the follower would catch up from the log alone.
 	var snapIdx uint64
 	_, snapErr := waitUntil(15*time.Second, 50*time.Millisecond, func() error {
-		if snapIdx = latestSnapshotIndex(leader.dataDir); snapIdx <= followerApplied+32 {
+		if snapIdx = proctest.LatestSnapshotIndex(leader.dataDir); snapIdx <= followerApplied+32 {
 			return fmt.Errorf("leader's latest snapshot is at index %d", snapIdx)
 		}
 		return nil
@@ -589,7 +591,7 @@ func TestKillNineFollowerCatchesUpAfterSnapshot(t *testing.T) {
 	// The log line follows the switch to the new generation (after the old
 	// database is closed), so give it a moment.
 	_, logErr := waitUntil(10*time.Second, 50*time.Millisecond, func() error {
-		if !follower.logContains(`"restored snapshot"`) {
+		if !follower.LogContains(`"restored snapshot"`) {
 			return fmt.Errorf("no \"restored snapshot\" in the log of %s", follower.id)
 		}
 		return nil

@@ -174,13 +174,13 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 
 	// Stop every node with SIGTERM, so shutdown lines are in the logs too.
 	for _, p := range c.nodes {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatalf("SIGTERM %s: %v", p.id, err)
 		}
 	}
 	for _, p := range c.nodes {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%s did not exit within 30s of SIGTERM", p.id)
 		}
@@ -221,7 +221,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 // request_id.
 func scanLogForSecrets(t *testing.T, p *proc, secrets map[string]string, routes map[string]int) (lines, withRequestID int) {
 	t.Helper()
-	f, err := os.Open(p.logPath)
+	f, err := os.Open(p.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,21 +40,17 @@ func runBinary(ctx context.Context, args ...string) (code int, stdout, stderr st
 // returns how long that took and the process's exit error (nil: exit 0).
 func mustSigterm(t *testing.T, p *proc, total time.Duration) (time.Duration, error) {
 	t.Helper()
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
+	done := p.Done()
 	start := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM %s: %v", p.id, err)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
 	}
 	select {
 	case <-done:
 	case <-time.After(total):
 		t.Fatalf("%s still running %v after SIGTERM", p.id, total)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return time.Since(start), p.waitErr
+	return time.Since(start), p.WaitErr()
 }
 
 // mustRefuseToStart starts p and expects it to exit with status 1 naming its
@@ -63,17 +59,17 @@ func mustRefuseToStart(t *testing.T, p *proc) {
 	t.Helper()
 	p.mustStart()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(15 * time.Second):
-		t.Fatalf("removed node %s still running 15s after start\n%s", p.id, p.logTail(4<<10))
+		t.Fatalf("removed node %s still running 15s after start\n%s", p.id, p.LogTail(4<<10))
 	}
 	var ee *exec.ExitError
-	if !errors.As(p.waitErr, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("removed node %s: exit %v, want status 1\n%s", p.id, p.waitErr, p.logTail(4<<10))
+	if !errors.As(p.WaitErr(), &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("removed node %s: exit %v, want status 1\n%s", p.id, p.WaitErr(), p.LogTail(4<<10))
 	}
 	want := "node " + p.id + " was removed from the cluster at "
-	if !p.logContains(want) || !p.logContains("wipe --data-dir to join again as a new member") {
-		t.Fatalf("removed node %s exited without saying why (want %q)\n%s", p.id, want, p.logTail(4<<10))
+	if !p.LogContains(want) || !p.LogContains("wipe --data-dir to join again as a new member") {
+		t.Fatalf("removed node %s exited without saying why (want %q)\n%s", p.id, want, p.LogTail(4<<10))
 	}
 }
 
@@ -265,7 +261,7 @@ func TestSIGTERMLeaderHandsOverUnderLoad(t *testing.T) {
 	termAt := time.Now()
 	exitedIn, exitErr := mustSigterm(t, leader, 25*time.Second)
 	if exitErr != nil {
-		t.Fatalf("leader %s exited with %v after SIGTERM, want status 0\n%s", leader.id, exitErr, leader.logTail(4<<10))
+		t.Fatalf("leader %s exited with %v after SIGTERM, want status 0\n%s", leader.id, exitErr, leader.LogTail(4<<10))
 	}
 	var newLeader string
 	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
@@ -300,8 +296,8 @@ func TestSIGTERMLeaderHandsOverUnderLoad(t *testing.T) {
 	if exitedIn >= 20*time.Second {
 		t.Errorf("leader took %v to exit after SIGTERM, beyond the 20 s grace period", exitedIn)
 	}
-	if leader.logContains("leadership transfer on shutdown failed") {
-		t.Errorf("the leader did not hand leadership over:\n%s", leader.logTail(4<<10))
+	if leader.LogContains("leadership transfer on shutdown failed") {
+		t.Errorf("the leader did not hand leadership over:\n%s", leader.LogTail(4<<10))
 	}
 
 	// Restart on the same data dir: it rejoins and catches up.

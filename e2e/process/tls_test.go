@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgebase/edgebase/internal/proctest"
 	"github.com/edgebase/edgebase/internal/testpki"
 )
 
@@ -34,10 +35,10 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
 		f := ca.WriteFiles(t, base, id)
-		p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: freePort(t), raftPort: freePort(t),
-			logPath: filepath.Join(base, id+".log")}
+		p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: freePort(t), raftPort: freePort(t)}
+		p.Proc = &proctest.Proc{ID: id, Bin: binPath, LogPath: filepath.Join(base, id+".log")}
 		urlOf[p] = fmt.Sprintf("https://127.0.0.1:%d", p.httpPort)
-		p.args = []string{"serve", "--node-id", id, "--data-dir", p.dataDir,
+		p.Args = []string{"serve", "--node-id", id, "--data-dir", p.dataDir,
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", p.httpPort), "--raft-addr", fmt.Sprintf("127.0.0.1:%d", p.raftPort),
 			"--advertise-raft", fmt.Sprintf("127.0.0.1:%d", p.raftPort), // --advertise-http derived: https://
 			"--admin-token", adminToken, "--cluster-secret", clusterSecret,
@@ -47,14 +48,14 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 		nodes = append(nodes, p)
 	}
 	for _, p := range nodes[1:] {
-		p.args = append(p.args, "--join", urlOf[nodes[0]])
+		p.Args = append(p.Args, "--join", urlOf[nodes[0]])
 	}
 	killAtCleanup(t, func() []*proc { return nodes }, 32<<10)
 	ready := func(p *proc) {
 		t.Helper()
 		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-			if !p.running() {
-				t.Fatalf("%s exited: %v\n%s", p.id, p.waitErr, p.logTail(8<<10))
+			if !p.Running() {
+				t.Fatalf("%s exited: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
 			}
 			r, err := doJSON(ctx, client, 3*time.Second, http.MethodGet, urlOf[p]+"/readyz", nil, nil)
 			if err != nil {
