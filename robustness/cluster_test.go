@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -280,7 +279,7 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 		if err != nil {
 			return err
 		}
-		return st.healthy(3)
+		return st.Healthy(3, "")
 	})
 	c.pr = c.mustCreateProject(c.nodes[0])
 	return c
@@ -348,7 +347,7 @@ func (c *cluster) mustReady(n *node, total time.Duration) {
 		if err != nil {
 			return err
 		}
-		if r.status != http.StatusOK {
+		if r.Status != http.StatusOK {
 			return fmt.Errorf("/readyz: %s", r)
 		}
 		return nil
@@ -366,91 +365,18 @@ func (c *cluster) restart(n *node) {
 
 // ---- HTTP ----
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r *response) String() string { return fmt.Sprintf("%d %s", r.status, bytes.TrimSpace(r.body)) }
+type response = proctest.Response
 
 // do sends body (nil: none) as JSON to n and reads the whole answer.
 func (c *cluster) do(n *node, timeout time.Duration, method, path string, headers map[string]string, body any) (*response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, n.url()+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.http.Do(req)
+	r, err := proctest.DoJSON(c.ctx, c.http, timeout, method, n.url()+path, headers, body)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s on %s: %w", method, path, n.id, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s on %s: read body: %w", method, path, n.id, err)
-	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return r, nil
 }
 
-type memberStatus struct {
-	ID           string `json:"id"`
-	Voter        bool   `json:"voter"`
-	State        string `json:"state"`
-	AppliedIndex uint64 `json:"appliedIndex"`
-}
-
-type clusterStatus struct {
-	Leader string         `json:"leader"`
-	Nodes  []memberStatus `json:"nodes"`
-}
-
-func (s *clusterStatus) node(id string) *memberStatus {
-	for i := range s.Nodes {
-		if s.Nodes[i].ID == id {
-			return &s.Nodes[i]
-		}
-	}
-	return &memberStatus{ID: id}
-}
-
-// healthy: the given number of voters, each leader or follower, and a leader
-// among them.
-func (s *clusterStatus) healthy(voters int) error {
-	n, leaderSeen := 0, false
-	for _, m := range s.Nodes {
-		if !m.Voter {
-			continue
-		}
-		n++
-		if m.State != "leader" && m.State != "follower" {
-			return fmt.Errorf("member %s is %q", m.ID, m.State)
-		}
-		leaderSeen = leaderSeen || m.ID == s.Leader
-	}
-	if n != voters {
-		return fmt.Errorf("want %d voters, have %d: %+v", voters, n, *s)
-	}
-	if !leaderSeen {
-		return fmt.Errorf("no leader among the voters: %+v", *s)
-	}
-	return nil
-}
+type clusterStatus = proctest.ClusterStatus
 
 // status is GET /admin/cluster on n.
 func (c *cluster) status(n *node) (*clusterStatus, error) {
@@ -458,12 +384,12 @@ func (c *cluster) status(n *node) (*clusterStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.status != http.StatusOK {
+	if r.Status != http.StatusOK {
 		return nil, fmt.Errorf("%s /admin/cluster: %s", n.id, r)
 	}
 	var st clusterStatus
-	if err := json.Unmarshal(r.body, &st); err != nil {
-		return nil, fmt.Errorf("%s /admin/cluster: decode %q: %w", n.id, r.body, err)
+	if err := json.Unmarshal(r.Body, &st); err != nil {
+		return nil, fmt.Errorf("%s /admin/cluster: decode %q: %w", n.id, r.Body, err)
 	}
 	return &st, nil
 }
@@ -534,7 +460,7 @@ func (c *cluster) mustCreateProject(n *node) project {
 	var login struct {
 		Token string `json:"token"`
 	}
-	if r.status != http.StatusOK || json.Unmarshal(r.body, &login) != nil || login.Token == "" {
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &login) != nil || login.Token == "" {
 		c.t.Fatalf("owner login: %s", r)
 	}
 	pr.Token = login.Token

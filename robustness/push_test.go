@@ -78,7 +78,7 @@ func runPushFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 	leader := c.leader(20 * time.Second)
 	resp, err := c.do(leader, 15*time.Second, http.MethodPut, "/api/notifications/fcm-credentials", c.pr.headers(),
 		json.RawMessage(fcm.ServiceAccountJSON("fcm-"+strings.ToLower(c.pr.ID))))
-	if err != nil || resp.status != http.StatusOK {
+	if err != nil || resp.Status != http.StatusOK {
 		t.Fatalf("PUT fcm-credentials: %v %v", resp, err)
 	}
 	devices := registerDevices(t, c, 8, 3)
@@ -239,7 +239,7 @@ func pushOnce(c *cluster, n *node, title string, at time.Time) pushSend {
 	switch {
 	case err != nil:
 		s.Err = err.Error()
-	case r.status != want:
+	case r.Status != want:
 		s.Err = r.String()
 		if s.Outcome == OutOK {
 			s.Outcome = OutUnknown // a 2xx we do not expect: keep it out of "due"
@@ -249,7 +249,7 @@ func pushOnce(c *cluster, n *node, title string, at time.Time) pushSend {
 			NotificationID string `json:"notificationId"`
 			ID             string `json:"id"`
 		}
-		_ = json.Unmarshal(r.body, &ack)
+		_ = json.Unmarshal(r.Body, &ack)
 		s.ID = ack.NotificationID + ack.ID
 	}
 	return s
@@ -268,7 +268,7 @@ func registerDevices(t *testing.T, c *cluster, users, perUser int) []string {
 		var reg struct {
 			Token string `json:"token"`
 		}
-		if err != nil || r.status != http.StatusCreated || json.Unmarshal(r.body, &reg) != nil || reg.Token == "" {
+		if err != nil || r.Status != http.StatusCreated || json.Unmarshal(r.Body, &reg) != nil || reg.Token == "" {
 			t.Fatalf("register %s on %s: %v %v", email, n.id, r, err)
 		}
 		h := map[string]string{"Authorization": "Bearer " + reg.Token, "X-Project-Id": c.pr.ID, "X-API-Key": c.pr.APIKey}
@@ -276,7 +276,7 @@ func registerDevices(t *testing.T, c *cluster, users, perUser int) []string {
 			tok := fmt.Sprintf("robust%02d%02d:APA91b%s", u, d, strings.Repeat("z", 96))
 			r, err := c.do(n, 30*time.Second, http.MethodPost, "/api/notifications/register", h,
 				map[string]any{"token": tok, "deviceInfo": map[string]string{"platform": "android"}})
-			if err != nil || r.status != http.StatusCreated {
+			if err != nil || r.Status != http.StatusCreated {
 				t.Fatalf("register device %s on %s: %v %v", tok, n.id, r, err)
 			}
 			tokens = append(tokens, tok)

@@ -134,7 +134,11 @@ var faultCases = []faultCase{
 			f := r.follower()
 			st, err := r.c.status(f)
 			r.must(err)
-			behind := st.node(f.id).AppliedIndex
+			m := st.Node(f.id)
+			if m == nil {
+				r.t.Fatalf("%s is not in its own cluster status: %+v", f.id, *st)
+			}
+			behind := m.AppliedIndex
 			r.event("partition follower %s at applied index %d", f.id, behind)
 			r.must(r.c.net.isolate(f, r.c.nodes))
 			r.holdFault()
@@ -414,7 +418,7 @@ func runFault(t *testing.T, fc faultCase, seed uint64, p profile, bin string) *r
 		if err != nil {
 			return err
 		}
-		return st.healthy(3)
+		return st.Healthy(3, "")
 	})
 	time.Sleep(p.after) // load on the whole cluster again
 	stopLoad()
@@ -627,14 +631,14 @@ func listAll(c *cluster, n *node, coll string, minRev uint64) ([]listedDoc, []by
 		if err != nil {
 			return nil, nil, err
 		}
-		if r.status != http.StatusOK {
+		if r.Status != http.StatusOK {
 			return nil, nil, fmt.Errorf("%s", r)
 		}
 		var out struct {
 			Documents     []listedDoc `json:"documents"`
 			NextPageToken string      `json:"nextPageToken"`
 		}
-		if err := json.Unmarshal(r.body, &out); err != nil {
+		if err := json.Unmarshal(r.Body, &out); err != nil {
 			return nil, nil, err
 		}
 		all = append(all, out.Documents...)

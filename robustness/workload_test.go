@@ -86,13 +86,13 @@ func outcome(r *response, err error) Outcome {
 		return OutUnknown
 	}
 	switch {
-	case r.status >= 200 && r.status < 300:
+	case r.Status >= 200 && r.Status < 300:
 		return OutOK
-	case r.status == http.StatusNotFound:
+	case r.Status == http.StatusNotFound:
 		return OutNotFound
-	case r.status == http.StatusPreconditionFailed:
+	case r.Status == http.StatusPreconditionFailed:
 		return OutPrecondition
-	case r.status >= 400 && r.status < 500:
+	case r.Status >= 400 && r.Status < 500:
 		return OutFailed // refused before it was proposed
 	default:
 		return OutUnknown // 5xx: may or may not have been applied
@@ -193,13 +193,13 @@ func parseOK(kind OpKind, r *response, out *Output) error {
 			} `json:"data"`
 			Revision uint64 `json:"revision"`
 		}
-		if err := json.Unmarshal(r.body, &d); err != nil || d.Revision == 0 {
+		if err := json.Unmarshal(r.Body, &d); err != nil || d.Revision == 0 {
 			return fmt.Errorf("answer %s: not a document (%v)", r, err)
 		}
 		out.Rev = d.Revision
 		if kind == OpGet {
 			out.Value = d.Data.V
-		} else if x := r.header.Get("X-Revision"); x != strconv.FormatUint(d.Revision, 10) {
+		} else if x := r.Header.Get("X-Revision"); x != strconv.FormatUint(d.Revision, 10) {
 			return fmt.Errorf("answer %s: X-Revision %q differs from the document's revision", r, x)
 		}
 	case OpDelete:
@@ -207,7 +207,7 @@ func parseOK(kind OpKind, r *response, out *Output) error {
 			Deleted  bool   `json:"deleted"`
 			Revision uint64 `json:"revision"`
 		}
-		if err := json.Unmarshal(r.body, &d); err != nil || !d.Deleted || d.Revision == 0 {
+		if err := json.Unmarshal(r.Body, &d); err != nil || !d.Deleted || d.Revision == 0 {
 			return fmt.Errorf("answer %s: not a deletion (%v)", r, err)
 		}
 		out.Rev = d.Revision
@@ -221,7 +221,7 @@ func (w *workload) create(ctx context.Context, n *node, path, val string) {
 	if outcome(r, err) != OutOK || ctx.Err() != nil && err != nil {
 		return
 	}
-	rev, perr := strconv.ParseUint(r.header.Get("X-Revision"), 10, 64)
+	rev, perr := strconv.ParseUint(r.Header.Get("X-Revision"), 10, 64)
 	if perr != nil {
 		return
 	}

@@ -413,7 +413,7 @@ func TestBackupUnderLoadRestoreAndJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.healthy(1, ""); err != nil || st.Leader != "r1" {
+	if err := st.Healthy(1, ""); err != nil || st.Leader != "r1" {
 		t.Fatalf("restored node's cluster: %v (%+v)", err, st)
 	}
 
@@ -499,11 +499,11 @@ func TestBackupUnderLoadRestoreAndJoin(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := st.healthy(3, ""); err != nil {
+		if err := st.Healthy(3, ""); err != nil {
 			return err
 		}
 		for _, old := range []string{"n1", "n2", "n3"} {
-			if st.node(old) != nil {
+			if st.Node(old) != nil {
 				return fmt.Errorf("old member %s is in the new cluster: %+v", old, st)
 			}
 		}

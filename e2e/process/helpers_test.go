@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -115,36 +114,11 @@ func (r *response) String() string {
 // doJSON sends body (nil: none) as JSON and reads the whole answer, within
 // timeout and ctx.
 func doJSON(ctx context.Context, client *http.Client, timeout time.Duration, method, u string, headers map[string]string, body any) (*response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	r, err := proctest.DoJSON(ctx, client, timeout, method, u, headers, body)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read body: %w", method, u, err)
-	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return &response{status: r.Status, header: r.Header, body: r.Body}, nil
 }
 
 // ---- processes ----
@@ -262,7 +236,7 @@ func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *clus
 		if err != nil {
 			return err
 		}
-		return st.healthy(3, "")
+		return st.Healthy(3, "")
 	})
 	return c
 }
@@ -286,54 +260,7 @@ func (c *cluster) mustReady(p *proc, total time.Duration) time.Duration {
 	})
 }
 
-type clusterNode struct {
-	ID           string `json:"id"`
-	HTTPAddr     string `json:"httpAddr"`
-	RaftAddr     string `json:"raftAddr"`
-	Voter        bool   `json:"voter"`
-	State        string `json:"state"`
-	AppliedIndex uint64 `json:"appliedIndex"`
-}
-
-type clusterStatus struct {
-	Leader string        `json:"leader"`
-	Nodes  []clusterNode `json:"nodes"`
-}
-
-func (s *clusterStatus) node(id string) *clusterNode {
-	for i := range s.Nodes {
-		if s.Nodes[i].ID == id {
-			return &s.Nodes[i]
-		}
-	}
-	return nil
-}
-
-// healthy checks: voters voters all reachable (leader or follower), a known
-// leader among them, and (when notLeader is set) that leader is not notLeader.
-func (s *clusterStatus) healthy(voters int, notLeader string) error {
-	n, leaderSeen := 0, false
-	for _, m := range s.Nodes {
-		if !m.Voter {
-			continue
-		}
-		n++
-		if m.State != "leader" && m.State != "follower" {
-			return fmt.Errorf("member %s is %q: %+v", m.ID, m.State, *s)
-		}
-		leaderSeen = leaderSeen || m.ID == s.Leader
-	}
-	if n != voters {
-		return fmt.Errorf("want %d voters, have %d: %+v", voters, n, *s)
-	}
-	if s.Leader == "" || !leaderSeen {
-		return fmt.Errorf("no leader among the voters: %+v", *s)
-	}
-	if notLeader != "" && s.Leader == notLeader {
-		return fmt.Errorf("leader is still %s", notLeader)
-	}
-	return nil
-}
+type clusterStatus = proctest.ClusterStatus
 
 // clusterStatus is GET /admin/cluster on p.
 func (c *cluster) clusterStatus(p *proc) (*clusterStatus, error) {

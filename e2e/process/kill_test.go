@@ -327,10 +327,10 @@ func TestKillNineMidStreamAndRestart(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := st.healthy(3, ""); err != nil {
+		if err := st.Healthy(3, ""); err != nil {
 			return err
 		}
-		me := st.node(leader.id)
+		me := st.Node(leader.id)
 		if me == nil || me.AppliedIndex < target {
 			return fmt.Errorf("%s applied %+v, want >= %d", leader.id, me, target)
 		}
@@ -481,7 +481,7 @@ func TestKillNineFollowerCatchesUpAfterSnapshot(t *testing.T) {
 	}
 	follower.mustKill9()
 	var followerApplied uint64
-	if m := st.node(follower.id); m != nil {
+	if m := st.Node(follower.id); m != nil {
 		followerApplied = m.AppliedIndex
 	}
 	t.Logf("kill -9 follower %s (applied about %d, tree generation %d); leader %s", follower.id, followerApplied, genBefore, leader.id)
@@ -551,10 +551,10 @@ func TestKillNineFollowerCatchesUpAfterSnapshot(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := st.healthy(3, ""); err != nil {
+		if err := st.Healthy(3, ""); err != nil {
 			return err
 		}
-		if me := st.node(follower.id); me == nil || me.AppliedIndex < maxRev {
+		if me := st.Node(follower.id); me == nil || me.AppliedIndex < maxRev {
 			return fmt.Errorf("%s applied %+v, want >= %d", follower.id, me, maxRev)
 		}
 		return nil

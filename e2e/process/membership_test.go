@@ -126,10 +126,10 @@ func TestClusterStatusAndRemoveWithTheBinary(t *testing.T) {
 	var st *clusterStatus
 	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
 		st = c.mustStatusViaBinary(f[0])
-		return st.healthy(3, "")
+		return st.Healthy(3, "")
 	})
 	for _, p := range c.nodes {
-		n := st.node(p.id)
+		n := st.Node(p.id)
 		if n == nil || n.HTTPAddr != p.url() || n.RaftAddr != fmt.Sprintf("127.0.0.1:%d", p.raftPort) || !n.Voter || n.AppliedIndex == 0 {
 			t.Fatalf("status entry of %s: %+v", p.id, n)
 		}
@@ -163,10 +163,10 @@ func TestClusterStatusAndRemoveWithTheBinary(t *testing.T) {
 	}
 	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
 		st := c.mustStatusViaBinary(leader)
-		if st.node(victim.id) != nil {
+		if st.Node(victim.id) != nil {
 			return fmt.Errorf("%s still listed: %+v", victim.id, *st)
 		}
-		return st.healthy(2, "")
+		return st.Healthy(2, "")
 	})
 	c.mustBeRemoved(victim)
 	if _, _, err := c.write(victim, pr, "m/after", map[string]bool{"x": true}); err == nil || !strings.Contains(err.Error(), "node_removed") {
@@ -183,7 +183,7 @@ func TestClusterStatusAndRemoveWithTheBinary(t *testing.T) {
 	}
 	victim.mustStart()
 	c.mustReady(victim, 30*time.Second)
-	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error { return c.mustStatusViaBinary(leader).healthy(3, "") })
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error { return c.mustStatusViaBinary(leader).Healthy(3, "") })
 	c.mustWrite(victim, pr, "m/rejoined", map[string]bool{"ok": true})
 	if r, err := c.getDoc(victim, pr, "m/before", "", 0); err != nil || r.status != http.StatusOK {
 		t.Fatalf("rejoined node reads m/before: %v %v", r, err)
@@ -196,10 +196,10 @@ func TestClusterStatusAndRemoveWithTheBinary(t *testing.T) {
 	}
 	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
 		st := c.mustStatusViaBinary(f[0])
-		if st.node(leader.id) != nil {
+		if st.Node(leader.id) != nil {
 			return fmt.Errorf("%s still listed", leader.id)
 		}
-		return st.healthy(2, leader.id)
+		return st.Healthy(2, leader.id)
 	})
 	c.mustBeRemoved(leader)
 	c.mustWrite(f[0], pr, "m/after-leader", map[string]bool{"ok": true})
@@ -229,7 +229,7 @@ func TestNodeRemovedWhileStoppedRefusesToStart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(victim.dataDir, "REMOVED")); err != nil {
 		t.Fatalf("no marker after the refused start: %v", err)
 	}
-	if err := c.mustStatusViaBinary(leader).healthy(2, ""); err != nil {
+	if err := c.mustStatusViaBinary(leader).Healthy(2, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -310,10 +310,10 @@ func TestSIGTERMLeaderHandsOverUnderLoad(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := st.healthy(3, ""); err != nil {
+		if err := st.Healthy(3, ""); err != nil {
 			return err
 		}
-		if me := st.node(leader.id); me == nil || me.AppliedIndex < target {
+		if me := st.Node(leader.id); me == nil || me.AppliedIndex < target {
 			return fmt.Errorf("%s applied %+v, want >= %d", leader.id, me, target)
 		}
 		return nil

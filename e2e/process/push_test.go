@@ -327,10 +327,10 @@ func TestPushKillNineLeaderMidSend(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := st.healthy(3, ""); err != nil {
+		if err := st.Healthy(3, ""); err != nil {
 			return err
 		}
-		if m := st.node(leader.id); m == nil || (m.State != "follower" && m.State != "leader") {
+		if m := st.Node(leader.id); m == nil || (m.State != "follower" && m.State != "leader") {
 			return fmt.Errorf("%s is not back: %+v", leader.id, *st)
 		}
 		return nil

@@ -89,7 +89,7 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 		if err := json.Unmarshal(out, &st); err != nil {
 			return fmt.Errorf("cluster status output %q: %v", out, err)
 		}
-		return st.healthy(3, "")
+		return st.Healthy(3, "")
 	})
 	for _, n := range st.Nodes {
 		if !strings.HasPrefix(n.HTTPAddr, "https://") {
