@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/edgebase/edgebase/internal/fcmfake"
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // pushFaults are the faults that move the leader, which runs the scheduler
@@ -83,32 +85,37 @@ func runPushFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 	}
 	devices := registerDevices(t, c, 8, 3)
 
-	// Leadership as the cluster reports it, every 50ms, from every voter
-	// that answers: the times it moved excuse duplicates.
+	// Leadership can only move with a new Raft term. Every voter's term
+	// (edgebase_raft_term on /metrics) is polled every 50ms, each voter on
+	// its own so that a paused or cut-off one delays no other: each time
+	// the highest term seen goes up is a (possible) leadership change, and
+	// excuses duplicates around it.
 	var changesMu sync.Mutex
 	var changes []LeaderChange
+	var maxTerm uint64
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watch sync.WaitGroup
-	watch.Go(func() {
-		last := ""
-		for watchCtx.Err() == nil {
-			for _, n := range c.voters() {
-				if st, err := c.status(n); err == nil && st.Leader != "" && st.Leader != last {
-					if last != "" {
-						changesMu.Lock()
-						changes = append(changes, LeaderChange{At: time.Now()})
-						changesMu.Unlock()
-						r.event("leader %s -> %s (seen by %s)", last, st.Leader, n.id)
+	for _, n := range c.voters() {
+		watch.Go(func() {
+			for watchCtx.Err() == nil {
+				if term, err := raftTerm(watchCtx, c, n); err == nil {
+					changesMu.Lock()
+					if term > maxTerm {
+						if maxTerm != 0 {
+							changes = append(changes, LeaderChange{At: time.Now()})
+							r.event("term %d -> %d (seen by %s)", maxTerm, term, n.id)
+						}
+						maxTerm = term
 					}
-					last = st.Leader
+					changesMu.Unlock()
+				}
+				select {
+				case <-watchCtx.Done():
+				case <-time.After(50 * time.Millisecond):
 				}
 			}
-			select {
-			case <-watchCtx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	})
+		})
+	}
 
 	// Sends through every node, and scheduled notifications due during
 	// the fault.
@@ -202,10 +209,10 @@ func runPushFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 	changesMu.Lock()
 	defer changesMu.Unlock()
 	rep, errs := CheckPush(due, deliveries, changes, time.Second)
-	r.event("%d sends (%d due, %d of unknown outcome), %d devices, %d deliveries: %+v; %d leader changes seen",
+	r.event("%d sends (%d due, %d of unknown outcome), %d devices, %d deliveries: %+v; %d term changes seen",
 		len(all), len(due), len(maybe), len(devices), len(deliveries), rep, len(changes))
 	if len(changes) == 0 {
-		t.Errorf("the fault moved no leadership: nothing was proven")
+		t.Errorf("the fault started no election: nothing was proven")
 	}
 	if rej := fcm.Rejections(); len(rej) > 0 {
 		t.Errorf("the FCM stand-in saw %d protocol violations, first %+v", fcm.RejectionCount(), rej[0])
@@ -283,4 +290,21 @@ func registerDevices(t *testing.T, c *cluster, users, perUser int) []string {
 		}
 	}
 	return tokens
+}
+
+// raftTerm reads edgebase_raft_term from n's /metrics.
+func raftTerm(ctx context.Context, c *cluster, n *node) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	r, err := proctest.DoJSON(ctx, c.http, 300*time.Millisecond, http.MethodGet, n.url()+"/metrics", nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, "edgebase_raft_term "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return uint64(f), err
+		}
+	}
+	return 0, fmt.Errorf("%s /metrics: no edgebase_raft_term", n.id)
 }
