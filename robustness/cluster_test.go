@@ -240,7 +240,7 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 			"--raft-election-timeout", electionTimeout.String(),
 		}
 		if id != "n1" {
-			n.Args = append(n.Args, "--join", fmt.Sprintf("http://127.0.0.1:%d", c.nodesPort("n1")))
+			n.Args = append(n.Args, "--join", c.nodes[0].url())
 		}
 		if id == "e1" {
 			n.Args = append(n.Args, "--edge")
@@ -283,15 +283,6 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 	})
 	c.pr = c.mustCreateProject(c.nodes[0])
 	return c
-}
-
-// nodesPort is the HTTP port of a node already in c.nodes.
-func (c *cluster) nodesPort(id string) int {
-	if n := c.byID(id); n != nil {
-		return n.httpPort
-	}
-	c.t.Fatalf("no node %s yet", id)
-	return 0
 }
 
 // shutdown resumes and kills every node, and prints their logs when the

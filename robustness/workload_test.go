@@ -120,7 +120,7 @@ func (w *workload) runClient(ctx context.Context, id int, n *node, rng *rand.Ran
 		case p < 88:
 			in = Input{Kind: OpDelete, Key: key}
 		default:
-			w.create(ctx, n, fmt.Sprintf("%s/c%d-%d", logCollection, id, seq), val)
+			w.create(n, fmt.Sprintf("%s/c%d-%d", logCollection, id, seq), val)
 			continue
 		}
 		// The request runs on the test's context, not ctx: an operation in
@@ -216,9 +216,9 @@ func parseOK(kind OpKind, r *response, out *Output) error {
 }
 
 // create writes a new log document and remembers it when acknowledged.
-func (w *workload) create(ctx context.Context, n *node, path, val string) {
+func (w *workload) create(n *node, path, val string) {
 	r, err := w.c.do(n, w.opTimeout, http.MethodPost, "/api/db", w.c.pr.headers(), map[string]any{"collection": path, "data": map[string]string{"v": val}})
-	if outcome(r, err) != OutOK || ctx.Err() != nil && err != nil {
+	if outcome(r, err) != OutOK {
 		return
 	}
 	rev, perr := strconv.ParseUint(r.Header.Get("X-Revision"), 10, 64)
