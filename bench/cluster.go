@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // benchNode is one edgebase process the bench started, or one --target URL.
@@ -498,34 +499,9 @@ func (r *response) String() string {
 
 // call sends body (nil: none) as JSON and reads the answer, within 30 s.
 func call(ctx context.Context, hc *http.Client, method, u string, headers map[string]string, body any) (*response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	r, err := proctest.DoJSON(ctx, hc, 30*time.Second, method, u, headers, body)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, err
-	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return &response{status: r.Status, header: r.Header, body: r.Body}, nil
 }
