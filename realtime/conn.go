@@ -181,17 +181,25 @@ func (c *conn) stopPing() {
 	}
 }
 
-// ping detects a dead peer: no pong within PingTimeout ends the connection.
+// ping detects a dead peer: no pong within PingTimeout ends the connection,
+// unless the socket accepted data meanwhile. A peer reading slowly through
+// megabytes of backlog sees the ping only after that backlog; it is alive,
+// and the slow-consumer limit, not the ping, decides whether it keeps up.
 func (c *conn) ping() {
 	if c.isClosing() {
 		return
 	}
+	sentBefore := c.cork.sent.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.PingTimeout)
 	err := c.ws.Ping(ctx)
 	cancel()
 	if err != nil {
 		if c.isClosing() {
 			return // the writer is closing the connection
+		}
+		if c.cork.sent.Load() > sentBefore {
+			c.schedulePing() // the peer is reading: alive, if slow
+			return
 		}
 		c.kill(int(websocket.StatusGoingAway), "ping timed out")
 		_ = c.ws.CloseNow()

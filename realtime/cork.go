@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,10 @@ import (
 type corkConn struct {
 	net.Conn
 	pool *sync.Pool // of *[]byte batch buffers, shared by the connections
+
+	// sent counts the bytes the socket has accepted: it moves while the
+	// peer reads, however slowly (see conn.ping).
+	sent atomic.Uint64
 
 	mu       sync.Mutex
 	corked   bool
@@ -56,7 +61,9 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	if err := c.extendLocked(writeThroughTimeout); err != nil {
 		return 0, err
 	}
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	c.sent.Add(uint64(n))
+	return n, err
 }
 
 // writeThroughTimeout bounds a frame written through while not corked,
@@ -121,7 +128,8 @@ func (c *corkConn) sendLocked(timeout time.Duration) error {
 	if err := c.extendLocked(timeout); err != nil {
 		return err
 	}
-	_, err := c.Conn.Write(*b)
+	n, err := c.Conn.Write(*b)
+	c.sent.Add(uint64(n))
 	return err
 }
 
