@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,6 +257,30 @@ func TestSlowConsumer(t *testing.T) {
 	slowBase := int64(beforeWrites)
 	slow.setLimit(slowBase)
 	var cutAt atomic.Pointer[time.Time]
+	// The node decides to cut the slow client before the connection ends:
+	// it counts the drop, then sends what is in flight and the close frame,
+	// and waits (5 s) for the client's close. A client reading one message
+	// per two writes of a slow machine may need longer than that to reach
+	// the close frame through megabytes of TCP buffers, so from the decision
+	// on it reads at full speed (what a client does is its business; the
+	// server's part is to decide, stop queueing and send 4008).
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go func() {
+		for watchCtx.Err() == nil {
+			if n, err := slowConsumerDrops(watchCtx, h.base()); err == nil && n > 0 {
+				now := time.Now()
+				if cutAt.CompareAndSwap(nil, &now) {
+					slow.setLimit(-1)
+				}
+				return
+			}
+			select {
+			case <-watchCtx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
 	var after atomic.Int64
 	const maxEpisodeWrites = 20000
 	var episode atomic.Int64
@@ -380,4 +406,31 @@ func TestSlowConsumer(t *testing.T) {
 		t.Fatalf("replay after %d: %d changes, want the %d missed ones in order", since, len(replay), len(want))
 	}
 	t.Logf("resumed from %d: %d missed changes replayed", since, len(replay))
+}
+
+// slowConsumerDrops reads edgebase_realtime_drops_total{reason="slow_consumer"}
+// from the node's /metrics.
+func slowConsumerDrops(ctx context.Context, base string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, `edgebase_realtime_drops_total{reason="slow_consumer"} `); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(f), err
+		}
+	}
+	return 0, nil
 }
