@@ -309,64 +309,28 @@ func (s *Server) writeDoc(ctx context.Context, r *http.Request, w writer, coll s
 	ctx, cancel := context.WithTimeout(ctx, s.writeTimeout)
 	defer cancel()
 	for attempt := 0; attempt < 5; attempt++ {
-		full := w.p.ProjectID + "/" + coll
-		cur, err := s.store.Get(full)
+		cur, err := s.store.Get(w.p.ProjectID + "/" + coll)
 		if err != nil {
 			return nil, nil, err
 		}
-		var curRev uint64
-		var resource json.RawMessage
-		if cur != nil {
-			curRev, resource = cur.Revision, cur.Data
+		op, conds, refusal, err := s.checkWrite(ctx, w, coll, cur, match, build)
+		if err != nil {
+			return nil, nil, err
 		}
-		if match != nil && *match != curRev {
-			if w.guard != nil {
-				// Local state may lag behind writes acknowledged elsewhere,
-				// even the caller's own (forwarded to the leader): a 412
-				// is decided on fresh state only.
-				if w, err = s.writePrincipal(ctx, r, true); err != nil {
-					return nil, nil, err
-				}
-				continue
+		if refusal != nil {
+			if w.guard == nil {
+				return nil, nil, refusal
 			}
-			return nil, nil, preconditionFailed(*match, curRev)
-		}
-		conds := []raftstore.Cond{{Path: full, Kind: raftstore.CondRevision, Revision: curRev}}
-		var rules *auth.CompiledRules
-		if w.guard != nil {
-			var rg raftstore.Cond
-			if rules, rg, err = s.accounts.RulesGuard(w.p.ProjectID); err != nil {
+			// The caller, the rules and the document were read from local
+			// state, which may lag behind writes acknowledged elsewhere,
+			// even the caller's own (forwarded to the leader): a refusal
+			// (412, a rule's 403, 404 for a delete) is decided on fresh
+			// state only.
+			if w, err = s.writePrincipal(ctx, r, true); err != nil {
 				return nil, nil, err
 			}
-			conds = append(append(conds, w.guard...), rg)
-		} else if rules, err = s.accounts.Rules(w.p.ProjectID); err != nil {
-			return nil, nil, err
+			continue
 		}
-		op, request, berr := build(cur)
-		// Rules first, so that a caller without access cannot probe which
-		// documents or fields exist from a 404.
-		if err := s.allowWith(ctx, rules, w.p, auth.OpWrite, coll, resource, request); err != nil {
-			if w.guard != nil {
-				// Maybe stale rules or role: decide on fresh state.
-				if w, err = s.writePrincipal(ctx, r, true); err != nil {
-					return nil, nil, err
-				}
-				continue
-			}
-			return nil, nil, err
-		}
-		if berr != nil {
-			if w.guard != nil {
-				// The same for an answer from the document's state, such
-				// as 404 for a delete: never from a lagging replica.
-				if w, err = s.writePrincipal(ctx, r, true); err != nil {
-					return nil, nil, err
-				}
-				continue
-			}
-			return nil, nil, berr
-		}
-		op.Path = full
 		res, err := s.store.Txn(ctx, &raftstore.Txn{
 			Time:  time.Now().UnixNano(),
 			Conds: conds,
@@ -395,6 +359,46 @@ func (s *Server) writeDoc(ctx context.Context, r *http.Request, w writer, coll s
 		}
 	}
 	return nil, nil, newError(http.StatusConflict, "revision_mismatch", "the document kept changing during the write; retry")
+}
+
+// checkWrite decides a write on this node's applied state: the op and the
+// conditions that make the decision hold at commit (the document's revision
+// and, for a caller resolved from local state, what that check and the rules
+// read), or the refusal that ends the write without a proposal: 412 on
+// If-Match, the rules' 403, or build's error (404 for a delete, a bad field).
+func (s *Server) checkWrite(ctx context.Context, w writer, coll string, cur *raftstore.Document, match *uint64,
+	build func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error)) (op raftstore.Op, conds []raftstore.Cond, refusal, err error) {
+	full := w.p.ProjectID + "/" + coll
+	var curRev uint64
+	var resource json.RawMessage
+	if cur != nil {
+		curRev, resource = cur.Revision, cur.Data
+	}
+	if match != nil && *match != curRev {
+		return op, nil, preconditionFailed(*match, curRev), nil
+	}
+	conds = []raftstore.Cond{{Path: full, Kind: raftstore.CondRevision, Revision: curRev}}
+	var rules *auth.CompiledRules
+	if w.guard != nil {
+		var rg raftstore.Cond
+		if rules, rg, err = s.accounts.RulesGuard(w.p.ProjectID); err != nil {
+			return op, nil, nil, err
+		}
+		conds = append(append(conds, w.guard...), rg)
+	} else if rules, err = s.accounts.Rules(w.p.ProjectID); err != nil {
+		return op, nil, nil, err
+	}
+	op, request, berr := build(cur)
+	// Rules first, so that a caller without access cannot probe which
+	// documents or fields exist from a 404.
+	if err := s.allowWith(ctx, rules, w.p, auth.OpWrite, coll, resource, request); err != nil {
+		return op, nil, err, nil
+	}
+	if berr != nil {
+		return op, nil, berr, nil
+	}
+	op.Path = full
+	return op, conds, nil, nil
 }
 
 // opError maps a refused op to its API error (nil when the txn committed).
