@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgebase/edgebase/internal/proctest"
 
 	"github.com/edgebase/edgebase/internal/streamcheck"
 	"github.com/edgebase/edgebase/node/nodetest"
@@ -92,34 +93,11 @@ type rtResp struct {
 func (r *rtResp) String() string { return fmt.Sprintf("%d %s", r.status, bytes.TrimSpace(r.body)) }
 
 func rtRequest(ctx context.Context, base, method, path string, headers map[string]string, body any) (*rtResp, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	r, err := proctest.DoJSON(ctx, rtHTTP, 0, method, base+path, headers, body)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := rtHTTP.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	return &rtResp{status: resp.StatusCode, hdr: resp.Header, body: b}, nil
+	return &rtResp{status: r.Status, hdr: r.Header, body: r.Body}, nil
 }
 
 func rtStamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }

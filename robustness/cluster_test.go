@@ -1,7 +1,6 @@
 package robustness
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -414,13 +413,7 @@ func (c *cluster) leader(total time.Duration, askVia ...*node) *node {
 
 // ---- project ----
 
-type project struct {
-	ID, APIKey, Token string
-}
-
-func (pr project) headers() map[string]string {
-	return map[string]string{"Authorization": "Bearer " + pr.Token, "X-Project-Id": pr.ID, "X-API-Key": pr.APIKey}
-}
+type project = proctest.Project
 
 // mustCreateProject runs `edgebase project create --json` against n and logs
 // the owner in.
@@ -428,32 +421,9 @@ func (c *cluster) mustCreateProject(n *node) project {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(c.ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, "project", "create", "--server", n.url(), "--admin-token", adminToken,
-		"--name", "robustness", "--owner-email", ownerEmail, "--owner-password", ownerPassword, "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		c.t.Fatalf("edgebase project create: %v\nstderr: %s", err, stderr.Bytes())
-	}
-	var created struct {
-		ProjectID string `json:"projectId"`
-		APIKey    string `json:"apiKey"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &created); err != nil || created.ProjectID == "" || created.APIKey == "" {
-		c.t.Fatalf("project create --json: %q (%v)", stdout.Bytes(), err)
-	}
-	pr := project{ID: created.ProjectID, APIKey: created.APIKey}
-	r, err := c.do(n, 20*time.Second, http.MethodPost, "/api/auth", map[string]string{"X-Project-Id": pr.ID, "X-API-Key": pr.APIKey},
-		map[string]string{"action": "login", "email": ownerEmail, "password": ownerPassword})
+	pr, err := proctest.CreateProject(ctx, c.http, c.bin, n.url(), adminToken, "robustness", ownerEmail, ownerPassword)
 	if err != nil {
-		c.t.Fatalf("owner login: %v", err)
+		c.t.Fatalf("on %s: %v", n.id, err)
 	}
-	var login struct {
-		Token string `json:"token"`
-	}
-	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &login) != nil || login.Token == "" {
-		c.t.Fatalf("owner login: %s", r)
-	}
-	pr.Token = login.Token
 	return pr
 }

@@ -78,7 +78,7 @@ func runPushFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 	}
 	r := &run{t: t, c: c, p: p, seed: seed, rng: mrand.New(mrand.NewPCG(seed, 0x9054)), start: time.Now()}
 	leader := c.leader(20 * time.Second)
-	resp, err := c.do(leader, 15*time.Second, http.MethodPut, "/api/notifications/fcm-credentials", c.pr.headers(),
+	resp, err := c.do(leader, 15*time.Second, http.MethodPut, "/api/notifications/fcm-credentials", c.pr.Headers(),
 		json.RawMessage(fcm.ServiceAccountJSON("fcm-"+strings.ToLower(c.pr.ID))))
 	if err != nil || resp.Status != http.StatusOK {
 		t.Fatalf("PUT fcm-credentials: %v %v", resp, err)
@@ -241,7 +241,7 @@ func pushOnce(c *cluster, n *node, title string, at time.Time) pushSend {
 		body["sendAt"] = at.Format(time.RFC3339)
 		path, want = "/api/notifications/schedule", http.StatusCreated
 	}
-	r, err := c.do(n, 4*time.Second, http.MethodPost, path, c.pr.headers(), body)
+	r, err := c.do(n, 4*time.Second, http.MethodPost, path, c.pr.Headers(), body)
 	s.Outcome = outcome(r, err)
 	switch {
 	case err != nil:

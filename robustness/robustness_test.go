@@ -620,7 +620,7 @@ type listedDoc struct {
 func listAll(c *cluster, n *node, coll string, minRev uint64) ([]listedDoc, []byte, error) {
 	var all []listedDoc
 	token := ""
-	h := c.pr.headers()
+	h := c.pr.Headers()
 	h["X-Min-Revision"] = strconv.FormatUint(minRev, 10)
 	for page := 0; page < 1000; page++ {
 		q := "/api/db?list=true&consistency=local&limit=200&collection=" + url.QueryEscape(coll)

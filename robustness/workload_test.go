@@ -143,7 +143,7 @@ func (w *workload) runClient(ctx context.Context, id int, n *node, rng *rand.Ran
 // do runs one operation on n and records its times and outcome.
 func (w *workload) do(clientID int, n *node, in Input) Record {
 	rec := Record{Client: clientID, Node: n.id, Input: in}
-	h := w.c.pr.headers()
+	h := w.c.pr.Headers()
 	if clientID%2 == 0 {
 		// Without X-API-Key a write checks the token on local state and
 		// carries what it read as conditions (the fast path): half the
@@ -217,7 +217,7 @@ func parseOK(kind OpKind, r *response, out *Output) error {
 
 // create writes a new log document and remembers it when acknowledged.
 func (w *workload) create(n *node, path, val string) {
-	r, err := w.c.do(n, w.opTimeout, http.MethodPost, "/api/db", w.c.pr.headers(), map[string]any{"collection": path, "data": map[string]string{"v": val}})
+	r, err := w.c.do(n, w.opTimeout, http.MethodPost, "/api/db", w.c.pr.Headers(), map[string]any{"collection": path, "data": map[string]string{"v": val}})
 	if outcome(r, err) != OutOK {
 		return
 	}

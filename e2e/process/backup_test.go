@@ -104,7 +104,7 @@ func (l *bkLoad) acked() int {
 // test's 15 s client pool with the probes).
 func bkPost(c *cluster, client *http.Client, p *proc, pr project, coll string, data any) (doc, uint64, error) {
 	var d doc
-	r, err := doJSON(c.ctx, client, 15*time.Second, http.MethodPost, p.url()+"/api/db", pr.headers(), map[string]any{"collection": coll, "data": data})
+	r, err := doJSON(c.ctx, client, 15*time.Second, http.MethodPost, p.url()+"/api/db", pr.Headers(), map[string]any{"collection": coll, "data": data})
 	if err != nil {
 		return d, 0, fmt.Errorf("POST %s on %s: %w", coll, p.id, err)
 	}

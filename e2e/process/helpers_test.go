@@ -298,13 +298,7 @@ func (c *cluster) mustLeader(p *proc, total time.Duration) *proc {
 
 // ---- project and documents ----
 
-type project struct {
-	ID, APIKey, OwnerID, Token string
-}
-
-func (pr project) headers() map[string]string {
-	return map[string]string{"Authorization": "Bearer " + pr.Token, "X-Project-Id": pr.ID, "X-API-Key": pr.APIKey}
-}
+type project = proctest.Project
 
 // mustCreateProject runs `edgebase project create --json` against p and logs
 // the owner in through p.
@@ -312,51 +306,10 @@ func (c *cluster) mustCreateProject(p *proc) project {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(c.ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, "project", "create", "--server", p.url(), "--admin-token", adminToken,
-		"--name", "kill-nine", "--owner-email", ownerEmail, "--owner-password", ownerPassword, "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		c.t.Fatalf("edgebase project create: %v\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
-	}
-	var created struct {
-		ProjectID string `json:"projectId"`
-		APIKey    string `json:"apiKey"`
-		OwnerID   string `json:"ownerId"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&created); err != nil {
-		c.t.Fatalf("project create --json: stdout %q is not one JSON object: %v", stdout.Bytes(), err)
-	}
-	if dec.More() {
-		c.t.Fatalf("project create --json: more than one JSON value on stdout: %q", stdout.Bytes())
-	}
-	if created.ProjectID == "" || created.APIKey == "" || created.OwnerID == "" {
-		c.t.Fatalf("project create --json: missing fields: %q", stdout.Bytes())
-	}
-	pr := project{ID: created.ProjectID, APIKey: created.APIKey, OwnerID: created.OwnerID}
-	r, err := doJSON(c.ctx, httpClient, 20*time.Second, http.MethodPost, p.url()+"/api/auth",
-		map[string]string{"X-Project-Id": pr.ID, "X-API-Key": pr.APIKey},
-		map[string]string{"action": "login", "email": ownerEmail, "password": ownerPassword})
+	pr, err := proctest.CreateProject(ctx, httpClient, binPath, p.url(), adminToken, "kill-nine", ownerEmail, ownerPassword)
 	if err != nil {
-		c.t.Fatalf("owner login on %s: %v", p.id, err)
+		c.t.Fatalf("on %s: %v", p.id, err)
 	}
-	var login struct {
-		RequiresTotp bool   `json:"requiresTotp"`
-		Token        string `json:"token"`
-		User         struct {
-			ID   string `json:"id"`
-			Role string `json:"role"`
-		} `json:"user"`
-	}
-	if r.status != http.StatusOK || json.Unmarshal(r.body, &login) != nil || login.Token == "" || login.RequiresTotp {
-		c.t.Fatalf("owner login on %s: %s", p.id, r)
-	}
-	if login.User.ID != pr.OwnerID || login.User.Role != "owner" {
-		c.t.Fatalf("owner login on %s: user %+v, want id %s role owner", p.id, login.User, pr.OwnerID)
-	}
-	pr.Token = login.Token
 	return pr
 }
 
@@ -373,7 +326,7 @@ type doc struct {
 // X-Revision (an error unless the answer is 200/201 with a matching revision).
 func (c *cluster) write(p *proc, pr project, coll string, data any) (doc, uint64, error) {
 	var d doc
-	r, err := doJSON(c.ctx, httpClient, 15*time.Second, http.MethodPost, p.url()+"/api/db", pr.headers(),
+	r, err := doJSON(c.ctx, httpClient, 15*time.Second, http.MethodPost, p.url()+"/api/db", pr.Headers(),
 		map[string]any{"collection": coll, "data": data})
 	if err != nil {
 		return d, 0, fmt.Errorf("POST /api/db %s on %s: %w", coll, p.id, err)
@@ -403,7 +356,7 @@ func (c *cluster) mustWrite(p *proc, pr project, coll string, data any) (doc, ui
 
 // getDoc reads one document from p; query adds e.g. "&consistency=local".
 func (c *cluster) getDoc(p *proc, pr project, coll, query string, minRev uint64) (*response, error) {
-	h := pr.headers()
+	h := pr.Headers()
 	if minRev > 0 {
 		h["X-Min-Revision"] = strconv.FormatUint(minRev, 10)
 	}

@@ -67,7 +67,7 @@ func (w *streamWriter) run() {
 		sent := time.Now()
 		// The client timeout (12 s) is longer than the server's write timeout
 		// (10 s), so a write waiting out an election is not abandoned early.
-		r, err := doJSON(w.c.ctx, w.client, 12*time.Second, http.MethodPost, w.via.url()+"/api/db", w.pr.headers(),
+		r, err := doJSON(w.c.ctx, w.client, 12*time.Second, http.MethodPost, w.via.url()+"/api/db", w.pr.Headers(),
 			map[string]any{"collection": coll, "data": map[string]int{"i": i}})
 		w.mu.Lock()
 		w.attempts++

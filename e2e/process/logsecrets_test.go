@@ -73,7 +73,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 			secrets[fmt.Sprintf("FCM private key line %d", i)] = line
 		}
 	}
-	mustStatus(t, c, n2, http.MethodPut, "/api/notifications/fcm-credentials", pr.headers(), json.RawMessage(sa), http.StatusOK)
+	mustStatus(t, c, n2, http.MethodPut, "/api/notifications/fcm-credentials", pr.Headers(), json.RawMessage(sa), http.StatusOK)
 
 	// A user: register, a refused login with a wrong password, a password
 	// change, TOTP enrolment and confirmation, a two-step login.
@@ -110,10 +110,10 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	// delivered through the real SDK to the stand-in.
 	device := "logdev:APA91b" + randHex(t, 40)
 	secrets["FCM device token"] = device
-	mustStatus(t, c, n2, http.MethodPost, "/api/notifications/register", user.headers(), map[string]any{"token": device, "deviceInfo": map[string]string{"platform": "android"}}, http.StatusCreated)
-	mustStatus(t, c, n3, http.MethodPost, "/api/notifications/subscribe", user.headers(), map[string]any{"topic": "news"}, http.StatusOK)
-	mustStatus(t, c, n1, http.MethodPost, "/api/notifications/send-to-user/"+reg.User.ID, pr.headers(), map[string]any{"title": "hello", "body": "to the user"}, http.StatusAccepted)
-	mustStatus(t, c, n2, http.MethodPost, "/api/notifications/send-to-topic", pr.headers(), map[string]any{"topic": "news", "title": "news", "body": "to the topic"}, http.StatusAccepted)
+	mustStatus(t, c, n2, http.MethodPost, "/api/notifications/register", user.Headers(), map[string]any{"token": device, "deviceInfo": map[string]string{"platform": "android"}}, http.StatusCreated)
+	mustStatus(t, c, n3, http.MethodPost, "/api/notifications/subscribe", user.Headers(), map[string]any{"topic": "news"}, http.StatusOK)
+	mustStatus(t, c, n1, http.MethodPost, "/api/notifications/send-to-user/"+reg.User.ID, pr.Headers(), map[string]any{"title": "hello", "body": "to the user"}, http.StatusAccepted)
+	mustStatus(t, c, n2, http.MethodPost, "/api/notifications/send-to-topic", pr.Headers(), map[string]any{"topic": "news", "title": "news", "body": "to the topic"}, http.StatusAccepted)
 	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if n := fcm.Count(device); n < 2 {
 			return fmt.Errorf("device got %d of 2 messages", n)
@@ -160,7 +160,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 			t.Fatalf("malformed login body: status %d, want 400", resp.StatusCode)
 		}
 	}
-	mustStatus(t, c, n2, http.MethodGet, "/api/db?collection=notes/x&token="+sess.Token+"&apiKey="+pr.APIKey, pr.headers(), nil, http.StatusNotFound)
+	mustStatus(t, c, n2, http.MethodGet, "/api/db?collection=notes/x&token="+sess.Token+"&apiKey="+pr.APIKey, pr.Headers(), nil, http.StatusNotFound)
 	bogus := "ebs_" + randHex(t, 24)
 	secrets["bogus bearer"] = bogus
 	mustStatus(t, c, n3, http.MethodPost, "/api/auth", withBearer(pr, bogus), map[string]string{"action": "me"}, http.StatusUnauthorized)

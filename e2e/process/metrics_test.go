@@ -60,7 +60,7 @@ func TestMetricsPromtool(t *testing.T) {
 		if err != nil || r.status != http.StatusUnauthorized {
 			t.Fatalf("wrong password on %s: %v %v", p.id, r, err)
 		}
-		if r, err := doJSON(ctx, httpClient, 15*time.Second, http.MethodGet, p.url()+"/api/db/"+random, pr.headers(), nil); err != nil || r.status != http.StatusNotFound {
+		if r, err := doJSON(ctx, httpClient, 15*time.Second, http.MethodGet, p.url()+"/api/db/"+random, pr.Headers(), nil); err != nil || r.status != http.StatusNotFound {
 			t.Fatalf("GET /api/db/%s on %s: %v %v", random, p.id, r, err)
 		}
 	}

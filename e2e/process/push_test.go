@@ -77,7 +77,7 @@ func pushWatchLeaders(c *cluster, p *proc) (stop func() []string) {
 
 // pushNotification reads notification nid from p's owner history.
 func pushNotification(c *cluster, p *proc, pr project, nid string) (pushHistoryItem, error) {
-	r, err := doJSON(c.ctx, httpClient, 10*time.Second, http.MethodGet, p.url()+"/api/notifications/history?limit=100", pr.headers(), nil)
+	r, err := doJSON(c.ctx, httpClient, 10*time.Second, http.MethodGet, p.url()+"/api/notifications/history?limit=100", pr.Headers(), nil)
 	if err != nil {
 		return pushHistoryItem{}, fmt.Errorf("history on %s: %w", p.id, err)
 	}
@@ -212,7 +212,7 @@ func TestPushKillNineLeaderMidSend(t *testing.T) {
 	}})
 	leader := c.mustLeader(c.nodes[0], 10*time.Second)
 	pr := c.mustCreateProject(leader)
-	r, err := doJSON(ctx, httpClient, 15*time.Second, http.MethodPut, leader.url()+"/api/notifications/fcm-credentials", pr.headers(),
+	r, err := doJSON(ctx, httpClient, 15*time.Second, http.MethodPut, leader.url()+"/api/notifications/fcm-credentials", pr.Headers(),
 		json.RawMessage(fcm.ServiceAccountJSON("fcm-"+strings.ToLower(pr.ID))))
 	if err != nil || r.status != http.StatusOK || !strings.Contains(string(r.body), `"configured":true`) {
 		t.Fatalf("PUT fcm-credentials: %v %v", r, err)
@@ -229,7 +229,7 @@ func TestPushKillNineLeaderMidSend(t *testing.T) {
 	// Send through the leader (which has applied every registration), then
 	// kill it once 2,000 messages are accepted.
 	leader = c.mustLeader(c.nodes[0], 10*time.Second)
-	r, err = doJSON(ctx, httpClient, 15*time.Second, http.MethodPost, leader.url()+"/api/notifications/send-to-project/"+pr.ID, pr.headers(),
+	r, err = doJSON(ctx, httpClient, 15*time.Second, http.MethodPost, leader.url()+"/api/notifications/send-to-project/"+pr.ID, pr.Headers(),
 		map[string]any{"title": "kill-nine", "body": "mid-send"})
 	var ack struct {
 		NotificationID string `json:"notificationId"`

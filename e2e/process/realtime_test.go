@@ -78,7 +78,7 @@ func (w *rtpWriter) post(coll string, data map[string]any) (streamcheck.Event, b
 			d[k] = v
 		}
 		b, _ := json.Marshal(d)
-		r, err := doJSON(w.c.ctx, httpClient, 15*time.Second, http.MethodPost, w.via.url()+"/api/db", w.pr.headers(), map[string]any{"collection": coll, "data": d})
+		r, err := doJSON(w.c.ctx, httpClient, 15*time.Second, http.MethodPost, w.via.url()+"/api/db", w.pr.Headers(), map[string]any{"collection": coll, "data": d})
 		return r, streamcheck.Event{Coll: coll, Type: client.TypeSet, Data: string(b)}, err
 	}, func(r *response) bool {
 		var ok bool
@@ -93,7 +93,7 @@ func (w *rtpWriter) post(coll string, data map[string]any) (streamcheck.Event, b
 func (w *rtpWriter) put(coll, value string) bool {
 	return w.do("PUT", coll, func(attempt int) (*response, streamcheck.Event, error) {
 		v := fmt.Sprintf("%s.%d", value, attempt)
-		r, err := doJSON(w.c.ctx, httpClient, 15*time.Second, http.MethodPut, w.via.url()+"/api/db?collection="+url.QueryEscape(coll), w.pr.headers(),
+		r, err := doJSON(w.c.ctx, httpClient, 15*time.Second, http.MethodPut, w.via.url()+"/api/db?collection="+url.QueryEscape(coll), w.pr.Headers(),
 			map[string]any{"oldKey": "f", "newKey": "f", "value": v})
 		return r, streamcheck.Event{Coll: coll, Type: client.TypeSet, Marker: `"f":"` + v + `"`}, err
 	}, func(r *response) bool {
@@ -108,7 +108,7 @@ func (w *rtpWriter) put(coll, value string) bool {
 func (w *rtpWriter) del(coll string) bool {
 	unknownBefore := false
 	return w.do("DELETE", coll, func(int) (*response, streamcheck.Event, error) {
-		r, err := doJSON(w.c.ctx, httpClient, 15*time.Second, http.MethodDelete, w.via.url()+"/api/db?collection="+url.QueryEscape(coll), w.pr.headers(), nil)
+		r, err := doJSON(w.c.ctx, httpClient, 15*time.Second, http.MethodDelete, w.via.url()+"/api/db?collection="+url.QueryEscape(coll), w.pr.Headers(), nil)
 		if err == nil && r.status == http.StatusNotFound && unknownBefore {
 			// An earlier attempt of unknown outcome deleted it.
 			r = &response{status: http.StatusOK, header: http.Header{"X-Already": {"1"}}}

@@ -124,13 +124,13 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 		t.Fatalf("login via %s: %v %v", follower.id, r, err)
 	}
 	pr.Token = login.Token
-	r, err = doJSON(ctx, client, 15*time.Second, http.MethodPost, urlOf[follower]+"/api/db", pr.headers(),
+	r, err = doJSON(ctx, client, 15*time.Second, http.MethodPost, urlOf[follower]+"/api/db", pr.Headers(),
 		map[string]any{"collection": "tls/one", "data": map[string]string{"over": "tls"}})
 	if err != nil || r.status != http.StatusCreated {
 		t.Fatalf("write via %s: %v %v", follower.id, r, err)
 	}
 	for _, p := range nodes {
-		r, err := doJSON(ctx, client, 15*time.Second, http.MethodGet, urlOf[p]+"/api/db?collection=tls/one", pr.headers(), nil)
+		r, err := doJSON(ctx, client, 15*time.Second, http.MethodGet, urlOf[p]+"/api/db?collection=tls/one", pr.Headers(), nil)
 		var d doc
 		if err != nil || r.status != http.StatusOK || json.Unmarshal(r.body, &d) != nil || string(d.Data) != `{"over":"tls"}` {
 			t.Fatalf("strong read on %s: %v %v", p.id, r, err)

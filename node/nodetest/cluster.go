@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/internal/proctest"
 	"github.com/edgebase/edgebase/internal/testpki"
 	"github.com/edgebase/edgebase/node"
 	"github.com/edgebase/edgebase/push"
@@ -403,31 +404,11 @@ func DoJSON(ctx context.Context, base, method, path string, headers map[string]s
 }
 
 func doJSON(ctx context.Context, client *http.Client, base, method, path string, headers map[string]string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = strings.NewReader(string(b))
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	r, err := proctest.DoJSON(ctx, client, 0, method, base+path, headers, body)
 	if err != nil {
 		return 0, nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return r.Status, r.Body, nil
 }
 
 // CheckFor polls f every step until it returns nil, failing the test with
