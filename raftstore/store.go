@@ -31,6 +31,12 @@ import (
 // the tree database several times over (see openTreeDB).
 const maxEntrySize = 4 << 20
 
+// logCacheEntries is how many recent log entries the leader keeps in memory
+// for replication (raft.LogCache). 64 covers the entries in flight when 64
+// clients write at once; it holds at most 64 × maxEntrySize in the worst case
+// (entries of the largest size), and a few hundred KiB for ordinary documents.
+const logCacheEntries = 64
+
 // Tuning holds the Raft knobs we expose. Zero values take the defaults of
 // DefaultTuning; docs/design.md explains the choices.
 type Tuning struct {
@@ -277,7 +283,15 @@ func Open(cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.logs, snaps, s.transport)
+	// Raft reads every entry back to send it to each follower; the cache
+	// serves the recent ones from memory instead of a Badger read
+	// transaction per entry per follower.
+	logs, err := raft.NewLogCache(logCacheEntries, s.logs)
+	if err != nil {
+		s.closeStores()
+		return nil, fmt.Errorf("log cache: %w", err)
+	}
+	s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, s.transport)
 	if err != nil {
 		s.closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
