@@ -53,7 +53,8 @@ type Config struct {
 }
 
 // Service implements projects, API keys, accounts and sessions on the tree.
-// It keeps no state of its own beyond a cache of compiled rules.
+// It keeps no state of its own beyond caches: compiled rules, and the callers
+// AuthenticateGuard resolved (see there).
 type Service struct {
 	store  Store
 	clock  Clock
@@ -69,7 +70,21 @@ type Service struct {
 
 	rulesMu    sync.Mutex
 	rulesCache map[string]cachedRules
+
+	guardMu sync.Mutex
+	guards  map[string]cachedGuard // by HashToken
 }
+
+// cachedGuard is a caller AuthenticateGuard resolved, with the conditions
+// under which that answer holds.
+type cachedGuard struct {
+	p     Principal
+	guard []raftstore.Cond
+}
+
+// maxCachedGuards bounds the callers AuthenticateGuard remembers (a few
+// hundred bytes each); past it, a quarter of them are dropped.
+const maxCachedGuards = 16384
 
 type cachedRules struct {
 	revision uint64
@@ -106,7 +121,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL,
 		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{},
-		failGate: make(chan struct{}, 1), metrics: m}, nil
+		guards: map[string]cachedGuard{}, failGate: make(chan struct{}, 1), metrics: m}, nil
 }
 
 // Roles.
@@ -586,7 +601,10 @@ func decodeJSON(doc *raftstore.Document, v any) error {
 // caller chooses the state's freshness (a strong sync makes a token issued or
 // revoked anywhere count here).
 func (s *Service) Authenticate(token string) (*Principal, error) {
-	p, _, err := s.AuthenticateGuard(token)
+	if token == "" {
+		return nil, ErrMissingToken
+	}
+	p, _, err := s.authenticateRead(HashToken(token))
 	return p, err
 }
 
@@ -596,11 +614,65 @@ func (s *Service) Authenticate(token string) (*Principal, error) {
 // its own revision, the token still resolves to the same principal (not
 // revoked, not ended by a password change, same role), so the check may read
 // this node's local state, however stale, instead of a strong read.
+//
+// For the same reason the answer may come from memory: the caller this node
+// last resolved for the token (by AuthenticateGuard or Authenticate, whatever
+// the freshness of that read), without reading the session and the account
+// again, as long as the session has not expired by this service's clock
+// (expiry is the one thing the conditions do not fence). Only a caller that
+// carries the conditions into its write may use it; a write refused on them
+// resolves the caller again with Authenticate after a strong read, which
+// replaces (or, for a token no longer valid, drops) the remembered answer.
 func (s *Service) AuthenticateGuard(token string) (*Principal, []raftstore.Cond, error) {
 	if token == "" {
 		return nil, nil, ErrMissingToken
 	}
-	sdoc, err := s.store.Get(sessionPath(HashToken(token)))
+	h := HashToken(token)
+	s.guardMu.Lock()
+	c, ok := s.guards[h]
+	s.guardMu.Unlock()
+	if ok && s.now().Before(c.p.ExpiresAt) {
+		p := c.p
+		return &p, c.guard, nil
+	}
+	return s.authenticateRead(h)
+}
+
+// authenticateRead resolves the token with hash h from this node's applied
+// state and remembers the answer for AuthenticateGuard (or forgets the token
+// when it is not valid).
+func (s *Service) authenticateRead(h string) (*Principal, []raftstore.Cond, error) {
+	p, guard, err := s.readGuard(h)
+	switch {
+	case err == nil:
+		s.guardMu.Lock()
+		if len(s.guards) >= maxCachedGuards {
+			n := len(s.guards) / 4
+			for k := range s.guards {
+				if n == 0 {
+					break
+				}
+				delete(s.guards, k)
+				n--
+			}
+		}
+		s.guards[h] = cachedGuard{p: *p, guard: guard}
+		s.guardMu.Unlock()
+	case errors.Is(err, ErrInvalidToken):
+		s.forgetGuard(h)
+	}
+	return p, guard, err
+}
+
+func (s *Service) forgetGuard(h string) {
+	s.guardMu.Lock()
+	delete(s.guards, h)
+	s.guardMu.Unlock()
+}
+
+// readGuard reads the session with token hash h and its account.
+func (s *Service) readGuard(h string) (*Principal, []raftstore.Cond, error) {
+	sdoc, err := s.store.Get(sessionPath(h))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -632,14 +704,30 @@ func (s *Service) AuthenticateGuard(token string) (*Principal, []raftstore.Cond,
 // Rules returns the project's compiled access rules (the defaults when the
 // owner set none), compiled once per revision of the rules document.
 func (s *Service) Rules(pid string) (*CompiledRules, error) {
-	c, _, err := s.RulesGuard(pid)
+	c, _, err := s.readRules(pid)
 	return c, err
 }
 
 // RulesGuard is Rules that also returns the condition under which they are
 // the project's rules: its rules document at the revision read (0: none, the
-// defaults). See AuthenticateGuard.
+// defaults). See AuthenticateGuard: for the same reason, the answer is the
+// rules this node last compiled for the project when it has them, without
+// reading the document again; Rules (every read, and a write's check after a
+// strong read) brings them up to date.
 func (s *Service) RulesGuard(pid string) (*CompiledRules, raftstore.Cond, error) {
+	guard := raftstore.Cond{Path: rulesPath(pid), Kind: raftstore.CondRevision}
+	s.rulesMu.Lock()
+	c, ok := s.rulesCache[pid]
+	s.rulesMu.Unlock()
+	if ok {
+		guard.Revision = c.revision
+		return c.rules, guard, nil
+	}
+	return s.readRules(pid)
+}
+
+// readRules reads and (once per revision) compiles the project's rules.
+func (s *Service) readRules(pid string) (*CompiledRules, raftstore.Cond, error) {
 	guard := raftstore.Cond{Path: rulesPath(pid), Kind: raftstore.CondRevision}
 	doc, err := s.store.Get(rulesPath(pid))
 	if err != nil {
@@ -692,9 +780,11 @@ func (s *Service) SetRules(ctx context.Context, pid string, rs RuleSet) (uint64,
 
 // Logout revokes the session of token and returns the commit's revision.
 func (s *Service) Logout(ctx context.Context, token string) (uint64, error) {
+	h := HashToken(token)
+	s.forgetGuard(h)
 	res, err := s.store.Txn(ctx, &raftstore.Txn{
 		Time: s.now().UnixNano(),
-		Ops:  []raftstore.Op{{Kind: raftstore.OpDelete, Path: sessionPath(HashToken(token))}},
+		Ops:  []raftstore.Op{{Kind: raftstore.OpDelete, Path: sessionPath(h)}},
 	})
 	if err != nil {
 		return 0, err

@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/httpapi"
+	"github.com/edgebase/edgebase/node/nodetest"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -81,4 +83,89 @@ func TestDB_WriteCheckedOnStaleStateIsFenced(t *testing.T) {
 	if d, ok := e.get(t, a); !ok || string(d.Data) != `{"x":1}` {
 		t.Fatalf("%s = %+v (present %v), want {\"x\":1}", a, d, ok)
 	}
+}
+
+// A write's caller and the project's rules are remembered from earlier
+// requests (auth.AuthenticateGuard, RulesGuard) instead of read again, and
+// the write carries the revisions they were read at: whatever changed since
+// (role, rules, a password change, the session's end) is decided on fresh
+// state, both ways, and nothing is stored that the fresh state forbids.
+func TestDB_RememberedCallerIsFenced(t *testing.T) {
+	clk := nodetest.NewClock(time.Now())
+	const ttl = time.Hour
+	e := newEnvWith(t, nodetest.Options{Voters: 1, Clock: clk, SessionTTL: ttl})
+	acc := e.mustRegister(t, e.p, "")
+	own, elsewhere := "users/"+acc.ID+"/notes/", "users/"+e.other.ID+"/notes/"
+	post := func(tok, path string) reply {
+		t.Helper()
+		return e.mustSend(t, http.MethodPost, "/api/db", bearer(tok), `{"collection":`+mustJSON(t, path)+`,"data":{"x":1}}`)
+	}
+	authAs := func(tok, body string) reply {
+		t.Helper()
+		return e.mustSend(t, http.MethodPost, "/api/auth", map[string]string{"X-Project-Id": e.p.ID, "X-API-Key": e.p.APIKey, "Authorization": "Bearer " + tok}, body)
+	}
+	want := func(what string, r reply, status int) {
+		t.Helper()
+		if r.Status != status {
+			t.Fatalf("%s: status %d, want %d: %s", what, r.Status, status, r.Body)
+		}
+	}
+	absent := func(path string) {
+		t.Helper()
+		if d, ok := e.get(t, path); ok {
+			t.Fatalf("%s was stored (%s) though fresh state forbids it", path, d.Data)
+		}
+	}
+
+	want("first write (the caller is remembered)", post(acc.Token, own+"a"), http.StatusCreated)
+
+	// Promoted: the remembered role (user) is refused elsewhere by the
+	// rules, so the refusal is decided again on fresh state: allowed.
+	want("promote", authAs(e.p.OwnerToken, setRoleBody(acc.ID, "owner")), http.StatusOK)
+	want("write elsewhere right after the promotion", post(acc.Token, elsewhere+"b"), http.StatusCreated)
+
+	// Demoted: the remembered role (owner) would allow it; the write's
+	// guard on the account's revision refuses it at commit, and the fresh
+	// decision is 403.
+	want("demote", authAs(e.p.OwnerToken, setRoleBody(acc.ID, "user")), http.StatusOK)
+	checkError(t, post(acc.Token, elsewhere+"c"), http.StatusForbidden, "forbidden", "")
+	absent(elsewhere + "c")
+
+	// Rules changed: the remembered rules allow a user's own notes; the new
+	// ones do not.
+	ownerOnly := `{"rules":[{"match":"**","read":"auth.role == 'owner'","write":"auth.role == 'owner'"}]}`
+	want("owner-only rules", e.mustSend(t, http.MethodPut, "/api/db/rules", bearer(e.p.OwnerToken), ownerOnly), http.StatusOK)
+	checkError(t, post(acc.Token, own+"d"), http.StatusForbidden, "forbidden", "")
+	absent(own + "d")
+	userNotes := `{"rules":[{"match":"users/{uid}/**","read":"auth.uid == uid || auth.role == 'owner'","write":"auth.uid == uid || auth.role == 'owner'"},` +
+		`{"match":"**","read":"auth.role == 'owner'","write":"auth.role == 'owner'"}]}`
+	want("rules back", e.mustSend(t, http.MethodPut, "/api/db/rules", bearer(e.p.OwnerToken), userNotes), http.StatusOK)
+	want("own write under the restored rules", post(acc.Token, own+"e"), http.StatusCreated)
+
+	// A password change revokes the account's other sessions: one that was
+	// remembered is refused at commit, 401.
+	var second struct{ Token string }
+	r := e.login(t, e.p, acc.Email, userPassword)
+	want("second login", r, http.StatusOK)
+	mustDecode(t, r.Body, &second)
+	want("write with the second session", post(second.Token, own+"f"), http.StatusCreated)
+	want("change password", authAs(acc.Token, changePasswordBody(userPassword, "another fine password")), http.StatusOK)
+	checkError(t, post(second.Token, own+"g"), http.StatusUnauthorized, "invalid_token", "")
+	absent(own + "g")
+
+	// The session's end is not in any revision: a remembered caller whose
+	// session has expired by the service's clock is not used.
+	r = e.login(t, e.p, acc.Email, "another fine password")
+	want("third login", r, http.StatusOK)
+	var third struct{ Token string }
+	mustDecode(t, r.Body, &third)
+	want("write with the third session", post(third.Token, own+"h"), http.StatusCreated)
+	clk.Advance(ttl + time.Minute)
+	checkError(t, post(third.Token, own+"i"), http.StatusUnauthorized, "invalid_token", "")
+	r = e.login(t, e.p, "owner@example.com", "owner password 123") // the owner's session ended too
+	want("owner login", r, http.StatusOK)
+	var owner struct{ Token string }
+	mustDecode(t, r.Body, &owner)
+	e.p.OwnerToken = owner.Token
+	absent(own + "i")
 }
