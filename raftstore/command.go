@@ -18,8 +18,13 @@ const (
 	CmdNoop CommandType = 2
 )
 
-// txnVersion is the only encoding version of CmdTxn so far.
-const txnVersion byte = 1
+// Encoding versions of CmdTxn. Entries are written in the binary encoding
+// (txncodec.go); the JSON one is what earlier binaries wrote, and stays
+// decodable for as long as such entries may be in a log.
+const (
+	txnVersion       byte = 1 // JSON
+	txnVersionBinary byte = 2
+)
 
 // CondKind says what a Cond compares.
 type CondKind string
@@ -129,22 +134,25 @@ type Document struct {
 	UpdateTime     int64           `json:"updateTime"`
 }
 
-// encodeCommand frames a command: type byte, version byte, JSON payload.
-func encodeCommand(t CommandType, payload any) ([]byte, error) {
-	// No HTML escaping: document bytes must stay as the client sent them
-	// (escaping "<" to "\u003c" would also inflate the size checks).
+// EncodeTxn frames a Txn as a log entry in the binary encoding, which the
+// FSM of every binary since its introduction reads. Store.Txn writes it only
+// while every member does (see Store.binaryTxns); before that, encodeTxnJSON.
+func EncodeTxn(t *Txn) ([]byte, error) { return encodeTxnBinary(t) }
+
+// encodeTxnJSON frames a Txn in the JSON encoding (version 1), which every
+// binary reads: compacted, without HTML escaping (document bytes stay as the
+// client sent them; escaping "<" to "\u003c" would also inflate the size
+// checks).
+func encodeTxnJSON(t *Txn) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Write([]byte{byte(t), txnVersion})
+	buf.Write([]byte{byte(CmdTxn), txnVersion})
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(payload); err != nil {
-		return nil, fmt.Errorf("encode command %d: %w", t, err)
+	if err := enc.Encode(t); err != nil {
+		return nil, fmt.Errorf("encode command %d: %w", CmdTxn, err)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
-
-// EncodeTxn frames a Txn as a log entry.
-func EncodeTxn(t *Txn) ([]byte, error) { return encodeCommand(CmdTxn, t) }
 
 // errUnknownCommand is returned for a type or version this binary does not know.
 // The FSM treats it as fatal: a node must not skip an entry others applied.
@@ -152,7 +160,14 @@ var errUnknownCommand = errors.New("unknown command type or version")
 
 // decodeTxn parses a CmdTxn entry body.
 func decodeTxn(b []byte) (*Txn, error) {
-	if len(b) < 2 || CommandType(b[0]) != CmdTxn || b[1] != txnVersion {
+	if len(b) < 2 || CommandType(b[0]) != CmdTxn {
+		return nil, errUnknownCommand
+	}
+	switch b[1] {
+	case txnVersionBinary:
+		return decodeTxnBinary(b[2:])
+	case txnVersion:
+	default:
 		return nil, errUnknownCommand
 	}
 	var t Txn

@@ -206,7 +206,15 @@ type JoinRequest struct {
 	// stays, an id that is not a member is refused with ErrUnknownNode, and
 	// a removal tombstone is never cleared by it.
 	Readdress bool `json:"readdress,omitempty"`
+	// TxnVersion is the newest Txn encoding the joiner reads. A leader
+	// refuses to add a node that does not read the binary encoding (older
+	// binaries send none): the log it would have to apply may hold it.
+	TxnVersion byte `json:"txnVersion,omitempty"`
 }
+
+// ErrJoinerTooOld refuses a join from a binary that cannot read this
+// cluster's log.
+var ErrJoinerTooOld = errors.New("the joining node's binary is older than the cluster's: it cannot read the binary txn encoding; run the same version on every node")
 
 // Join adds a node to the configuration (as a voter or a non-voter), or with
 // Readdress updates a member's Raft address. On a follower it is forwarded
@@ -217,6 +225,9 @@ func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 	}
 	if err := s.removedErr(); err != nil {
 		return err
+	}
+	if !req.Readdress && req.TxnVersion < txnVersionBinary {
+		return fmt.Errorf("join %s: %w", req.ID, ErrJoinerTooOld)
 	}
 	if !s.IsLeader() {
 		base, err := s.leaderURL()
@@ -256,7 +267,8 @@ func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 // JoinCluster asks the members at urls, in turn, to add this node, until one
 // succeeds or ctx ends.
 func (s *Store) JoinCluster(ctx context.Context, urls []string) error {
-	req := JoinRequest{ID: s.cfg.NodeID, RaftAddr: string(s.transport.LocalAddr()), HTTPAddr: s.cfg.HTTPAdvertise, Voter: s.cfg.Voter}
+	req := JoinRequest{ID: s.cfg.NodeID, RaftAddr: string(s.transport.LocalAddr()), HTTPAddr: s.cfg.HTTPAdvertise, Voter: s.cfg.Voter,
+		TxnVersion: txnVersionBinary}
 	for {
 		via, last := s.askMembers(ctx, urls, req)
 		if last == nil {
@@ -534,6 +546,10 @@ func (s *Store) InternalHandler() http.Handler {
 			if errors.Is(err, ErrUnknownNode) {
 				// A readdress for a node that is not a member.
 				http.Error(w, ErrUnknownNode.Error(), http.StatusNotFound)
+				return
+			}
+			if errors.Is(err, ErrJoinerTooOld) {
+				http.Error(w, err.Error(), http.StatusConflict)
 				return
 			}
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -162,9 +162,11 @@ type Store struct {
 	metrics *storeMetrics // nil: metrics off
 	opened  time.Time
 
-	leader      atomic.Pointer[leadership]
-	readIdx     *coalescer // leader: VerifyLeader; follower: ask the leader
-	stop        chan struct{}
+	leader  atomic.Pointer[leadership]
+	readIdx *coalescer // leader: VerifyLeader; follower: ask the leader
+	stop    chan struct{}
+	// binaryTxns: Txn writes use the binary encoding (watchTxnEncoding).
+	binaryTxns  atomic.Bool
 	wg          sync.WaitGroup
 	hadState    bool
 	removed     atomic.Pointer[Removal] // set once this node learns it was removed
@@ -319,7 +321,63 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.watchMembership()
+	s.wg.Add(1)
+	go s.watchTxnEncoding()
 	return s, nil
+}
+
+// txnEncodingEvery is how often a node checks whether every member reads the
+// binary Txn encoding.
+const txnEncodingEvery = time.Second
+
+// watchTxnEncoding keeps binaryTxns up to date. The binary encoding is
+// written only once every member of the Raft configuration has recorded
+// (NodeRecord.TxnVersion, written at its start) that it reads it, so that a
+// rolling upgrade never hands an entry to a member that would have to stop on
+// it. It does not turn back: a member joins only if it reads it too (Join),
+// and going back to an older binary after every node ran this one is not
+// supported.
+func (s *Store) watchTxnEncoding() {
+	defer s.wg.Done()
+	t := time.NewTicker(txnEncodingEvery)
+	defer t.Stop()
+	for !s.binaryTxns.Load() {
+		if s.everyMemberReadsBinary() {
+			s.binaryTxns.Store(true)
+			s.logger.Info("writing binary txn entries: every member reads them")
+			return
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// everyMemberReadsBinary reports whether this node's applied state holds, for
+// every server of the latest configuration, a record saying it reads the
+// binary encoding.
+func (s *Store) everyMemberReadsBinary() bool {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	servers := f.Configuration().Servers
+	if len(servers) == 0 {
+		return false
+	}
+	for _, srv := range servers {
+		doc, err := s.Get(NodeRecordPath(string(srv.ID)))
+		if err != nil || doc == nil {
+			return false
+		}
+		var rec NodeRecord
+		if json.Unmarshal(doc.Data, &rec) != nil || rec.TxnVersion < txnVersionBinary {
+			return false
+		}
+	}
+	return true
 }
 
 // compactLoop trims the change log to its retention window, several times
@@ -468,7 +526,11 @@ func (s *Store) Txn(ctx context.Context, t *Txn) (*TxnResult, error) {
 	if len(t.Ops) > MaxTxnOps || len(t.Conds) > MaxTxnOps {
 		return nil, ErrEntryTooLarge
 	}
-	b, err := EncodeTxn(t)
+	encode := encodeTxnJSON
+	if s.binaryTxns.Load() {
+		encode = encodeTxnBinary
+	}
+	b, err := encode(t)
 	if err != nil {
 		return nil, err
 	}
@@ -753,6 +815,9 @@ type NodeRecord struct {
 	HTTPAddr string `json:"httpAddr"`
 	RaftAddr string `json:"raftAddr"`
 	Voter    bool   `json:"voter"`
+	// TxnVersion is the newest Txn encoding the member's binary reads
+	// (absent in the records of binaries older than the binary encoding).
+	TxnVersion byte `json:"txnVersion,omitempty"`
 }
 
 // SystemPrefix is the reserved root of cluster-wide system state.
@@ -764,7 +829,8 @@ func NodeRecordPath(id string) string { return SystemPrefix + "/nodes/" + id }
 // EnsureNodeRecord makes sure the tree holds this node's current addresses;
 // it retries until ctx ends, since forwarding depends on it.
 func (s *Store) EnsureNodeRecord(ctx context.Context) error {
-	rec := NodeRecord{ID: s.cfg.NodeID, HTTPAddr: s.cfg.HTTPAdvertise, RaftAddr: string(s.transport.LocalAddr()), Voter: s.cfg.Voter}
+	rec := NodeRecord{ID: s.cfg.NodeID, HTTPAddr: s.cfg.HTTPAdvertise, RaftAddr: string(s.transport.LocalAddr()), Voter: s.cfg.Voter,
+		TxnVersion: txnVersionBinary}
 	want, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode node record: %w", err)
