@@ -1,0 +1,147 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// priorRelease is the last commit of main whose binary writes its Raft
+// entries only in the JSON encoding (before raftstore's binary one). The
+// upgrade test builds it from the repository's history.
+const priorRelease = "c762ba987ef3a0c2e9647fa0533312478bf859fd"
+
+// buildPrior builds priorRelease's edgebase binary, or skips the test where
+// the history is not there (an archive or a shallow clone; .ci/run says which
+// it has).
+func buildPrior(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	if err := exec.Command("git", "-C", root, "cat-file", "-e", priorRelease+"^{commit}").Run(); err != nil {
+		t.Skipf("commit %s is not in this checkout's history: no older binary to upgrade from", priorRelease)
+	}
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", fmt.Sprintf("git -C %q archive %s | tar -x -C %q", root, priorRelease, src))
+	if b, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("extract %s: %v\n%s", priorRelease, err, b)
+	}
+	bin := filepath.Join(t.TempDir(), "edgebase-prior")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/edgebase")
+	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", priorRelease, err, b)
+	}
+	return bin
+}
+
+// A rolling upgrade from the binary before the binary Raft entry encoding:
+// three voters of the older binary are restarted one at a time on this one,
+// with writes through every node after each step. No node may stop (an older
+// binary stops on an entry it cannot decode), no write may fail, every node
+// switches to the binary encoding once all run this binary, and every
+// document is there on every node at the end.
+func TestRollingUpgradeFromJSONEntries(t *testing.T) {
+	prior := buildPrior(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	base := t.TempDir()
+	c := &cluster{t: t, ctx: ctx}
+	for i := 1; i <= 3; i++ {
+		p := newProc(t, base, fmt.Sprintf("n%d", i))
+		p.Bin = prior
+		c.nodes = append(c.nodes, p)
+	}
+	for _, p := range c.nodes[1:] {
+		p.Args = append(p.Args, "--join", c.nodes[0].url())
+	}
+	killAtCleanup(t, func() []*proc { return c.nodes }, 32<<10)
+	c.nodes[0].mustStart()
+	c.mustReady(c.nodes[0], 20*time.Second)
+	for _, p := range c.nodes[1:] {
+		p.mustStart()
+		c.mustReady(p, 30*time.Second)
+	}
+	healthy := func() {
+		t.Helper()
+		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			for _, p := range c.nodes {
+				if !p.Running() {
+					t.Fatalf("%s stopped: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
+				}
+			}
+			st, err := c.clusterStatus(c.nodes[0])
+			if err != nil {
+				return err
+			}
+			return st.Healthy(3, "")
+		})
+	}
+	healthy()
+	pr := c.mustCreateProject(c.nodes[0])
+
+	var written []string
+	var last uint64
+	writeEverywhere := func(step string) {
+		t.Helper()
+		for _, p := range c.nodes {
+			coll := fmt.Sprintf("users/%s/upgrade/%s-via-%s", pr.OwnerID, step, p.id)
+			_, rev := c.mustWrite(p, pr, coll, map[string]any{"step": step, "via": p.id})
+			written = append(written, coll)
+			last = max(last, rev)
+		}
+	}
+	writeEverywhere("before")
+
+	for _, p := range c.nodes {
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("SIGTERM %s: %v", p.id, err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not exit within 30s of SIGTERM", p.id)
+		}
+		p.Bin = binPath
+		p.mustStart()
+		c.mustReady(p, 30*time.Second)
+		healthy()
+		writeEverywhere("after-" + p.id)
+		healthy()
+	}
+
+	for _, p := range c.nodes {
+		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			if !p.LogContains("writing binary txn entries") {
+				return fmt.Errorf("%s has not switched to binary txn entries", p.id)
+			}
+			return nil
+		})
+	}
+	writeEverywhere("binary")
+	healthy()
+	for _, p := range c.nodes {
+		for _, coll := range written {
+			r, err := c.getDoc(p, pr, coll, "", last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.status != 200 || !strings.Contains(string(r.body), `"step"`) {
+				t.Fatalf("%s on %s after the upgrade: %s", coll, p.id, r)
+			}
+		}
+	}
+}
