@@ -136,7 +136,8 @@ type Document struct {
 
 // EncodeTxn frames a Txn as a log entry in the binary encoding, which the
 // FSM of every binary since its introduction reads. Store.Txn writes it only
-// while every member does (see Store.binaryTxns); before that, encodeTxnJSON.
+// once every member reads it (see Store.binaryTxns); before that, it writes
+// encodeTxnJSON's.
 func EncodeTxn(t *Txn) ([]byte, error) { return encodeTxnBinary(t) }
 
 // encodeTxnJSON frames a Txn in the JSON encoding (version 1), which every

@@ -157,6 +157,8 @@ func (p *proc) mustKill9() {
 type clusterOpts struct {
 	// env is added to every node's environment (EDGEBASE_* tuning).
 	env []string
+	// bin is the edgebase binary the nodes run (default: binPath).
+	bin string
 }
 
 type cluster struct {
@@ -217,6 +219,9 @@ func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *clus
 	for i := 1; i <= 3; i++ {
 		p := newProc(t, base, fmt.Sprintf("n%d", i))
 		p.Env = opts.env
+		if opts.bin != "" {
+			p.Bin = opts.bin
+		}
 		c.nodes = append(c.nodes, p)
 	}
 	for _, p := range c.nodes[1:] {

@@ -58,23 +58,7 @@ func TestRollingUpgradeFromJSONEntries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	base := t.TempDir()
-	c := &cluster{t: t, ctx: ctx}
-	for i := 1; i <= 3; i++ {
-		p := newProc(t, base, fmt.Sprintf("n%d", i))
-		p.Bin = prior
-		c.nodes = append(c.nodes, p)
-	}
-	for _, p := range c.nodes[1:] {
-		p.Args = append(p.Args, "--join", c.nodes[0].url())
-	}
-	killAtCleanup(t, func() []*proc { return c.nodes }, 32<<10)
-	c.nodes[0].mustStart()
-	c.mustReady(c.nodes[0], 20*time.Second)
-	for _, p := range c.nodes[1:] {
-		p.mustStart()
-		c.mustReady(p, 30*time.Second)
-	}
+	c := mustStartCluster(t, ctx, clusterOpts{bin: prior})
 	healthy := func() {
 		t.Helper()
 		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
@@ -90,7 +74,6 @@ func TestRollingUpgradeFromJSONEntries(t *testing.T) {
 			return st.Healthy(3, "")
 		})
 	}
-	healthy()
 	pr := c.mustCreateProject(c.nodes[0])
 
 	var written []string
