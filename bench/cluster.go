@@ -139,16 +139,7 @@ func freePort() (int, error) {
 func startCluster(ctx context.Context, hc *http.Client, bin, dir string, size int, extra []string) (c *cluster, err error) {
 	c = &cluster{adminToken: "bench-admin-" + randomHex(16)}
 	secret := "bench-secret-" + randomHex(16)
-	defer func() {
-		if err != nil {
-			for _, n := range c.nodes {
-				if tail := n.logTail(4 << 10); tail != "" && !n.running() {
-					err = fmt.Errorf("%w\n---- last output of %s ----\n%s", err, n.id, tail)
-				}
-			}
-			c.stop()
-		}
-	}()
+	defer c.stopOnError(&err)
 	for i := 1; i <= size; i++ {
 		httpPort, err := freePort()
 		if err != nil {
@@ -231,6 +222,21 @@ func (n *benchNode) start(bin string, args []string) error {
 }
 
 // stop ends the processes we started: SIGTERM, then SIGKILL after 10 s.
+// stopOnError, deferred by the cluster starters, stops a cluster that did not
+// start (*err set) and adds the last output of every node that exited to
+// the error.
+func (c *cluster) stopOnError(err *error) {
+	if *err == nil {
+		return
+	}
+	for _, n := range c.nodes {
+		if tail := n.logTail(4 << 10); tail != "" && !n.running() {
+			*err = fmt.Errorf("%w\n---- last output of %s ----\n%s", *err, n.id, tail)
+		}
+	}
+	c.stop()
+}
+
 func (c *cluster) stop() {
 	if c == nil || c.external {
 		return

@@ -43,16 +43,7 @@ func findEtcd() (string, error) {
 // members are benchNodes (pids for CPU and RSS, logs, stop).
 func startEtcd(ctx context.Context, hc *http.Client, bin, dir string, size int) (c *cluster, err error) {
 	c = &cluster{}
-	defer func() {
-		if err != nil {
-			for _, n := range c.nodes {
-				if tail := n.logTail(4 << 10); tail != "" && !n.running() {
-					err = fmt.Errorf("%w\n---- last output of %s ----\n%s", err, n.id, tail)
-				}
-			}
-			c.stop()
-		}
-	}()
+	defer c.stopOnError(&err)
 	peers := make([]string, size)
 	var initial []string
 	for i := range size {

@@ -97,11 +97,19 @@ func readEnvFile(t *testing.T, path string) map[string]string {
 
 // run executes a command with a time limit and returns its combined output.
 func run(timeout time.Duration, dir string, env []string, name string, args ...string) (string, error) {
+	return runWith(timeout, dir, env, nil, name, args...)
+}
+
+// runWith is run with stdin (nil: none).
+func runWith(timeout time.Duration, dir string, env []string, stdin []byte, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -131,7 +129,7 @@ func TestComposeMonitoring(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := runStdin(time.Minute, body, promtool, "check", "metrics")
+		out, err := runWith(time.Minute, "", nil, body, promtool, "check", "metrics")
 		if err != nil {
 			t.Errorf("promtool check metrics on %s's /metrics: %v\n%s", s, err, out)
 		}
@@ -387,23 +385,4 @@ func get(c *client, path string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s on %s: %d %s", path, c.name, resp.StatusCode, tail(string(b), 5))
 	}
 	return b, nil
-}
-
-// runStdin is run with stdin.
-func runStdin(timeout time.Duration, stdin []byte, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (time limit %v)", ctx.Err(), timeout)
-	}
-	if err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
-	}
-	return out.String(), nil
 }
