@@ -24,6 +24,11 @@ const (
 const (
 	txnVersion       byte = 1 // JSON
 	txnVersionBinary byte = 2
+	// txnVersionDecided is the binary encoding with a caller and per-op
+	// revision matches: writes decided inside Apply (Decider).
+	txnVersionDecided byte = 3
+	// txnVersionLatest is the newest encoding this binary reads and writes.
+	txnVersionLatest = txnVersionDecided
 )
 
 // CondKind says what a Cond compares.
@@ -61,7 +66,30 @@ const (
 	OpRenameField OpKind = "rename_field"
 	// OpDeleteField removes top-level Field of an existing document.
 	OpDeleteField OpKind = "delete_field"
+	// OpIncrement adds Data (a JSON number) to the number in top-level Field,
+	// creating the field, or the document, at 0 first.
+	OpIncrement OpKind = "increment"
+	// OpServerTimestamp sets top-level Field to the Txn's Time as an RFC 3339
+	// string (UTC, nanoseconds), creating the document when absent.
+	OpServerTimestamp OpKind = "server_timestamp"
+	// OpArrayUnion appends to the array in top-level Field each element of
+	// Data (a JSON array) it does not hold yet, creating the field, or the
+	// document, as an empty array first.
+	OpArrayUnion OpKind = "array_union"
+	// OpArrayRemove removes from the array in top-level Field every element
+	// equal to one of Data's; a missing field or document becomes [].
+	OpArrayRemove OpKind = "array_remove"
 )
+
+// needsDecided reports whether an op kind is one only txnVersionDecided
+// entries carry (older binaries would refuse it as invalid).
+func (k OpKind) needsDecided() bool {
+	switch k {
+	case OpIncrement, OpServerTimestamp, OpArrayUnion, OpArrayRemove:
+		return true
+	}
+	return false
+}
 
 // Op is one write of a transaction. Ops run in order and see each other's effects.
 type Op struct {
@@ -72,6 +100,11 @@ type Op struct {
 	NewField string          `json:"nf,omitempty"`
 	// IfExists makes OpDelete a no-op instead of an error on an absent document.
 	IfExists bool `json:"ie,omitempty"`
+	// Match, when set, is the revision the document must have when the op
+	// runs (0: it must not exist), or the txn fails with ErrCodeCondFailed at
+	// this op. Unlike a Cond it is judged after the Decider allowed the op,
+	// and against the state the txn's earlier ops left.
+	Match *uint64 `json:"m,omitempty"`
 }
 
 // Txn is the replicated command for every write. Everything non-deterministic
@@ -82,6 +115,25 @@ type Txn struct {
 	Time  int64  `json:"t"`
 	Conds []Cond `json:"c,omitempty"`
 	Ops   []Op   `json:"o"`
+	// Caller, when set, is the credential the writes are made for (opaque
+	// here: the session token's hash). Apply hands it to the Config's
+	// Decider, which resolves it against committed state and allows or
+	// refuses each op; without a Decider such a txn is refused.
+	Caller string `json:"u,omitempty"`
+}
+
+// needsDecided reports whether t can only be written as a txnVersionDecided
+// entry.
+func (t *Txn) needsDecided() bool {
+	if t.Caller != "" {
+		return true
+	}
+	for i := range t.Ops {
+		if t.Ops[i].Match != nil || t.Ops[i].Kind.needsDecided() {
+			return true
+		}
+	}
+	return false
 }
 
 // OpError is the reason a transaction was refused, decided inside Apply.
@@ -102,6 +154,17 @@ const (
 	ErrCodeTooLarge OpError = "document_too_large"
 	// ErrCodeInvalid means the command itself was malformed (bad JSON object, etc.).
 	ErrCodeInvalid OpError = "invalid"
+	// ErrCodeFieldType means a field op found a value of the wrong type
+	// (increment of a non-number, array op on a non-array).
+	ErrCodeFieldType OpError = "field_type"
+	// ErrCodeUnauthenticated means the Decider found no valid caller: the
+	// credential is unknown, expired or revoked at the entry's commit.
+	ErrCodeUnauthenticated OpError = "unauthenticated"
+	// ErrCodeForbidden means the Decider refused an op for this caller (a
+	// role or an access rule), at the entry's commit.
+	ErrCodeForbidden OpError = "forbidden"
+	// ErrCodeLastOwner means the txn would leave a project without an owner.
+	ErrCodeLastOwner OpError = "last_owner"
 )
 
 // TxnResult is what Apply returns for a Txn. It is deterministic: every node
@@ -111,8 +174,12 @@ type TxnResult struct {
 	Revision uint64 `json:"revision"`
 	// Err is empty on success; otherwise nothing was written.
 	Err OpError `json:"err,omitempty"`
-	// Index is the index of the failed Cond (for ErrCodeCondFailed) or Op.
+	// Index is the index of the failed Cond (for ErrCodeCondFailed without
+	// OpFailed) or Op.
 	Index int `json:"index,omitempty"`
+	// OpFailed says a failure's Index names an op (always, except for a
+	// failed Cond).
+	OpFailed bool `json:"opFailed,omitempty"`
 	// Docs holds, per op, the document after the op (nil after a delete).
 	Docs []*Document `json:"docs,omitempty"`
 	// Created holds, per op, whether a put created the document.
@@ -134,11 +201,10 @@ type Document struct {
 	UpdateTime     int64           `json:"updateTime"`
 }
 
-// EncodeTxn frames a Txn as a log entry in the binary encoding, which the
+// EncodeTxn frames a Txn as a log entry in the newest encoding, which the
 // FSM of every binary since its introduction reads. Store.Txn writes it only
-// once every member reads it (see Store.binaryTxns); before that, it writes
-// encodeTxnJSON's.
-func EncodeTxn(t *Txn) ([]byte, error) { return encodeTxnBinary(t) }
+// once every member reads it (see Store.txnLevel); before that, an older one.
+func EncodeTxn(t *Txn) ([]byte, error) { return encodeTxnDecided(t) }
 
 // encodeTxnJSON frames a Txn in the JSON encoding (version 1), which every
 // binary reads: compacted, without HTML escaping (document bytes stay as the
@@ -165,8 +231,8 @@ func decodeTxn(b []byte) (*Txn, error) {
 		return nil, errUnknownCommand
 	}
 	switch b[1] {
-	case txnVersionBinary:
-		return decodeTxnBinary(b[2:])
+	case txnVersionBinary, txnVersionDecided:
+		return decodeTxnBinary(b[1], b[2:])
 	case txnVersion:
 	default:
 		return nil, errUnknownCommand

@@ -207,14 +207,15 @@ type JoinRequest struct {
 	// a removal tombstone is never cleared by it.
 	Readdress bool `json:"readdress,omitempty"`
 	// TxnVersion is the newest Txn encoding the joiner reads. A leader
-	// refuses to add a node that does not read the binary encoding (older
-	// binaries send none): the log it would have to apply may hold it.
+	// refuses to add a node that does not read this binary's newest
+	// encoding (older binaries send less, or none): the log it would have to
+	// apply may hold it.
 	TxnVersion byte `json:"txnVersion,omitempty"`
 }
 
 // ErrJoinerTooOld refuses a join from a binary that cannot read this
 // cluster's log.
-var ErrJoinerTooOld = errors.New("the joining node's binary is older than the cluster's: it cannot read the binary txn encoding; run the same version on every node")
+var ErrJoinerTooOld = errors.New("the joining node's binary is older than the cluster's: it cannot read the newest txn encoding; run the same version on every node")
 
 // Join adds a node to the configuration (as a voter or a non-voter), or with
 // Readdress updates a member's Raft address. On a follower it is forwarded
@@ -226,7 +227,7 @@ func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 	if err := s.removedErr(); err != nil {
 		return err
 	}
-	if !req.Readdress && req.TxnVersion < txnVersionBinary {
+	if !req.Readdress && req.TxnVersion < txnVersionLatest {
 		return fmt.Errorf("join %s: %w", req.ID, ErrJoinerTooOld)
 	}
 	if !s.IsLeader() {
@@ -268,7 +269,7 @@ func (s *Store) Join(ctx context.Context, req JoinRequest) error {
 // succeeds or ctx ends.
 func (s *Store) JoinCluster(ctx context.Context, urls []string) error {
 	req := JoinRequest{ID: s.cfg.NodeID, RaftAddr: string(s.transport.LocalAddr()), HTTPAddr: s.cfg.HTTPAdvertise, Voter: s.cfg.Voter,
-		TxnVersion: txnVersionBinary}
+		TxnVersion: txnVersionLatest}
 	for {
 		via, last := s.askMembers(ctx, urls, req)
 		if last == nil {

@@ -34,6 +34,8 @@ type fsm struct {
 
 	applied *indexWaiter
 	feed    *Feed
+	// decider judges txns with a caller (nil: such txns are refused).
+	decider Decider
 	// guard is held shared by long read transactions (SnapshotRead) on db
 	// and exclusively by whoever closes db, so a database is never closed
 	// under an open transaction. Restore swaps it along with db.
@@ -290,7 +292,7 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 			f.fatal("decode command", l.Index, err)
 		}
 		ov := &overlay{txn: txn, w: w}
-		res := applyTxn(ov, l.Index, t)
+		res := applyTxn(ov, l.Index, t, f.decider)
 		if !res.OK() {
 			// Nothing of a refused transaction is written.
 			w.keys, w.docs, w.events = nil, nil, nil
@@ -354,10 +356,13 @@ func flushEntry(txn *badger.Txn, w *entryWrites) error {
 }
 
 // overlay gives one entry a private view: reads see the entry's own earlier
-// writes, writes are only recorded, so a failing op leaves no trace.
+// writes, writes are only recorded, so a failing op leaves no trace. reads,
+// when set, records the revision (0: absent) of every stored document read
+// from txn, for a proposer deciding a txn ahead of its commit (Store.Txn).
 type overlay struct {
-	txn *badger.Txn
-	w   *entryWrites
+	txn   *badger.Txn
+	w     *entryWrites
+	reads map[string]uint64
 }
 
 func (o *overlay) get(path string) (*Document, error) {
@@ -366,7 +371,34 @@ func (o *overlay) get(path string) (*Document, error) {
 			return o.w.docs[i], nil
 		}
 	}
-	return getDoc(o.txn, path)
+	d, err := getDoc(o.txn, path)
+	if err == nil {
+		o.record(path, d)
+	}
+	return d, err
+}
+
+func (o *overlay) record(path string, d *Document) {
+	if o.reads == nil {
+		return
+	}
+	if _, seen := o.reads[path]; seen {
+		return
+	}
+	var rev uint64
+	if d != nil {
+		rev = d.Revision
+	}
+	o.reads[path] = rev
+}
+
+// stored is the document at path as committed before the entry.
+func (o *overlay) stored(path string) *Document {
+	d, err := getDoc(o.txn, path)
+	if err != nil {
+		panic(fmt.Sprintf("edgebase fsm: read %q: %v", path, err))
+	}
+	return d
 }
 
 func (o *overlay) put(d *Document) {
@@ -381,17 +413,45 @@ func (o *overlay) del(path string, rev uint64) {
 	o.w.events = append(o.w.events, Event{Revision: rev, Path: path, Type: EventDelete})
 }
 
+// written lists the paths w wrote, once each, in first-write order.
+func (w *entryWrites) written() []string {
+	seen := make(map[string]bool, len(w.keys))
+	out := make([]string, 0, len(w.keys))
+	for _, k := range w.keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // applyTxn is the deterministic heart of the store: conditions, then ops, all
-// decided from committed state and the entry itself.
-func applyTxn(ov *overlay, index uint64, t *Txn) *TxnResult {
+// decided from committed state and the entry itself. With a Decider, each op
+// is judged by it (the caller's access) before the op's own checks, so that
+// a caller without access learns nothing of what exists; then the txn as a
+// whole (invariants). A txn with a Caller and no Decider is refused.
+func applyTxn(ov *overlay, index uint64, t *Txn, dec Decider) *TxnResult {
 	res := &TxnResult{Revision: index}
 	fail := func(code OpError, i int) *TxnResult {
 		return &TxnResult{Revision: index, Err: code, Index: i}
+	}
+	failOp := func(code OpError, i int) *TxnResult {
+		return &TxnResult{Revision: index, Err: code, Index: i, OpFailed: true}
 	}
 	// Bounded in Apply itself (deterministically), so that no command can
 	// need more writes than one Badger transaction takes.
 	if len(t.Ops) > MaxTxnOps || len(t.Conds) > MaxTxnOps {
 		return fail(ErrCodeInvalid, 0)
+	}
+	var ed EntryDecider
+	if dec != nil {
+		var code OpError
+		if ed, code = dec.Begin(ov, t); code != ErrCodeNone {
+			return failOp(code, 0)
+		}
+	} else if t.Caller != "" {
+		return failOp(ErrCodeUnauthenticated, 0)
 	}
 	for i, c := range t.Conds {
 		doc, err := ov.get(c.Path)
@@ -414,50 +474,46 @@ func applyTxn(ov *overlay, index uint64, t *Txn) *TxnResult {
 	res.Docs = make([]*Document, len(t.Ops))
 	res.Created = make([]bool, len(t.Ops))
 	res.Deleted = make([]int, len(t.Ops))
-	for i, op := range t.Ops {
+	for i := range t.Ops {
+		op := &t.Ops[i]
 		cur, err := ov.get(op.Path)
 		if err != nil {
 			panic(fmt.Sprintf("edgebase fsm: read %q at %d: %v", op.Path, index, err))
 		}
-		switch op.Kind {
-		case OpPut:
-			if !isJSONObject(op.Data) {
-				return fail(ErrCodeInvalid, i)
+		next, code := applyOp(cur, op, index, t)
+		if ed != nil {
+			var judged *Document
+			if code == ErrCodeNone {
+				judged = next
 			}
-			if len(op.Data) > MaxDocumentSize {
-				return fail(ErrCodeTooLarge, i)
+			if dc := ed.Op(i, op, cur, judged); dc != ErrCodeNone {
+				return failOp(dc, i)
 			}
-			d := &Document{Path: op.Path, Data: op.Data, Revision: index, CreateRevision: index, CreateTime: t.Time, UpdateTime: t.Time}
+		}
+		if op.Match != nil {
+			var rev uint64
 			if cur != nil {
-				d.CreateRevision, d.CreateTime = cur.CreateRevision, cur.CreateTime
+				rev = cur.Revision
 			}
-			ov.put(d)
-			res.Docs[i], res.Created[i] = d, cur == nil
-		case OpDelete:
-			if cur == nil {
-				if op.IfExists {
-					continue
-				}
-				return fail(ErrCodeNotFound, i)
+			if rev != *op.Match {
+				return failOp(ErrCodeCondFailed, i)
 			}
+		}
+		if code != ErrCodeNone {
+			return failOp(code, i)
+		}
+		switch {
+		case next != nil:
+			ov.put(next)
+			res.Docs[i], res.Created[i] = next, cur == nil
+		case cur != nil:
 			ov.del(op.Path, index)
 			res.Deleted[i] = 1
-		case OpSetField, OpRenameField, OpDeleteField:
-			if cur == nil {
-				return fail(ErrCodeNotFound, i)
-			}
-			data, code := ApplyFieldOp(cur.Data, op)
-			if code != ErrCodeNone {
-				return fail(code, i)
-			}
-			if len(data) > MaxDocumentSize {
-				return fail(ErrCodeTooLarge, i)
-			}
-			d := &Document{Path: op.Path, Data: data, Revision: index, CreateRevision: cur.CreateRevision, CreateTime: cur.CreateTime, UpdateTime: t.Time}
-			ov.put(d)
-			res.Docs[i] = d
-		default:
-			return fail(ErrCodeInvalid, i)
+		}
+	}
+	if ed != nil {
+		if code := ed.End(ov.w.written(), ov.stored); code != ErrCodeNone {
+			return failOp(code, max(len(t.Ops)-1, 0))
 		}
 	}
 	// Every written document is stored twice in the entry's Badger
@@ -466,7 +522,7 @@ func applyTxn(ov *overlay, index uint64, t *Txn) *TxnResult {
 	// command of field ops on large documents is refused, identically on
 	// every replica, instead of failing Apply everywhere.
 	if finalSize(ov.w) > MaxTxnWriteBytes {
-		return fail(ErrCodeTooLarge, len(t.Ops)-1)
+		return failOp(ErrCodeTooLarge, len(t.Ops)-1)
 	}
 	return res
 }

@@ -77,7 +77,7 @@ func newRVCluster(t *testing.T, n int, tune Tuning) *rvCluster {
 	}
 	for i := 1; i < n; i++ {
 		c.open(i)
-		err := c.nodes[0].s.Join(ctxT(t, 10*time.Second), JoinRequest{ID: c.nodes[i].id, RaftAddr: c.nodes[i].raftAddr, HTTPAddr: c.nodes[i].srv.URL, Voter: true, TxnVersion: txnVersionBinary})
+		err := c.nodes[0].s.Join(ctxT(t, 10*time.Second), JoinRequest{ID: c.nodes[i].id, RaftAddr: c.nodes[i].raftAddr, HTTPAddr: c.nodes[i].srv.URL, Voter: true, TxnVersion: txnVersionLatest})
 		if err != nil {
 			t.Fatalf("join %s: %v", c.nodes[i].id, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,6 +138,10 @@ type Config struct {
 	// node is still a member: at start when it has state, and while it is
 	// cut off or no longer in its own configuration (membership.go).
 	Peers []string
+	// Decider judges, inside Apply, the txns written for a caller
+	// (Txn.Caller): the domain's access control. Every node of a cluster
+	// must run the same one. Nil refuses such txns.
+	Decider Decider
 	// ChangeLogRetention is how long the change log keeps a change (realtime
 	// resumes with `since` within it). Default DefaultChangeLogRetention.
 	ChangeLogRetention time.Duration
@@ -165,8 +170,10 @@ type Store struct {
 	leader  atomic.Pointer[leadership]
 	readIdx *coalescer // leader: VerifyLeader; follower: ask the leader
 	stop    chan struct{}
-	// binaryTxns: Txn writes use the binary encoding (watchTxnEncoding).
-	binaryTxns  atomic.Bool
+	// txnLevel is the newest Txn encoding every member reads, so the one
+	// Txn writes (watchTxnEncoding): txnVersion (JSON) until every member
+	// said it reads more.
+	txnLevel    atomic.Uint32
 	wg          sync.WaitGroup
 	hadState    bool
 	removed     atomic.Pointer[Removal] // set once this node learns it was removed
@@ -226,6 +233,8 @@ func Open(cfg Config) (*Store, error) {
 		_ = s.logs.Close()
 		return nil, err
 	}
+	s.fsm.decider = cfg.Decider
+	s.txnLevel.Store(uint32(txnVersion))
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{logger.With("component", "raft")}})
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hlog)
 	if err != nil {
@@ -330,22 +339,22 @@ func Open(cfg Config) (*Store, error) {
 // binary Txn encoding.
 const txnEncodingEvery = time.Second
 
-// watchTxnEncoding keeps binaryTxns up to date. The binary encoding is
-// written only once every member of the Raft configuration has recorded
+// watchTxnEncoding keeps txnLevel up to date. An encoding is written only
+// once every member of the Raft configuration has recorded
 // (NodeRecord.TxnVersion, written at its start) that it reads it, so that a
 // rolling upgrade never hands an entry to a member that would have to stop on
-// it. It does not turn back: a member joins only if it reads it too (Join),
-// and going back to an older binary after every node ran this one is not
-// supported.
+// it. It does not turn back: a member joins only if it reads the newest one
+// too (Join), and going back to an older binary after every node ran this one
+// is not supported.
 func (s *Store) watchTxnEncoding() {
 	defer s.wg.Done()
 	t := time.NewTicker(txnEncodingEvery)
 	defer t.Stop()
-	for !s.binaryTxns.Load() {
-		if s.everyMemberReadsBinary() {
-			s.binaryTxns.Store(true)
-			s.logger.Info("writing binary txn entries: every member reads them")
-			return
+	for s.txnLevel.Load() < uint32(txnVersionLatest) {
+		if v := s.everyMemberReads(); uint32(v) > s.txnLevel.Load() {
+			s.txnLevel.Store(uint32(v))
+			s.logger.Info("writing newer txn entries: every member reads them", "txnVersion", v)
+			continue
 		}
 		select {
 		case <-s.stop:
@@ -355,29 +364,31 @@ func (s *Store) watchTxnEncoding() {
 	}
 }
 
-// everyMemberReadsBinary reports whether this node's applied state holds, for
-// every server of the latest configuration, a record saying it reads the
-// binary encoding.
-func (s *Store) everyMemberReadsBinary() bool {
+// everyMemberReads returns the newest Txn encoding that, by this node's
+// applied state, every server of the latest configuration reads (txnVersion
+// when one has no record or an older one).
+func (s *Store) everyMemberReads() byte {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
-		return false
+		return txnVersion
 	}
 	servers := f.Configuration().Servers
 	if len(servers) == 0 {
-		return false
+		return txnVersion
 	}
+	level := txnVersionLatest
 	for _, srv := range servers {
 		doc, err := s.Get(NodeRecordPath(string(srv.ID)))
 		if err != nil || doc == nil {
-			return false
+			return txnVersion
 		}
 		var rec NodeRecord
 		if json.Unmarshal(doc.Data, &rec) != nil || rec.TxnVersion < txnVersionBinary {
-			return false
+			return txnVersion
 		}
+		level = min(level, rec.TxnVersion)
 	}
-	return true
+	return level
 }
 
 // compactLoop trims the change log to its retention window, several times
@@ -522,19 +533,127 @@ func (s *Store) establish(l *leadership) {
 
 // Txn proposes a transaction (forwarding it to the leader when this node is
 // not the leader) and returns its deterministic result.
+//
+// A txn with a Caller, a per-op Match or an op computed at commit
+// (increment, server timestamp, array ops) is decided inside Apply
+// (Decider). Until every member reads such entries (a rolling upgrade from a
+// binary before them), it is decided here instead, on this node's state, and
+// written as the documents it leaves, conditioned on the revisions of
+// everything the decision read (decideAhead).
 func (s *Store) Txn(ctx context.Context, t *Txn) (*TxnResult, error) {
 	if len(t.Ops) > MaxTxnOps || len(t.Conds) > MaxTxnOps {
 		return nil, ErrEntryTooLarge
 	}
-	encode := encodeTxnJSON
-	if s.binaryTxns.Load() {
+	var encode func(*Txn) ([]byte, error)
+	switch level := byte(s.txnLevel.Load()); {
+	case level >= txnVersionDecided:
+		encode = encodeTxnDecided
+	case t.needsDecided():
+		return s.decideAhead(ctx, t, byte(level))
+	case level >= txnVersionBinary:
 		encode = encodeTxnBinary
+	default:
+		encode = encodeTxnJSON
 	}
 	b, err := encode(t)
 	if err != nil {
 		return nil, err
 	}
 	return s.Propose(ctx, b)
+}
+
+// decideAhead commits t in a cluster whose members do not all read entries
+// decided in Apply: it runs Apply's decision on this node's applied state,
+// then proposes the documents that decision leaves as plain puts and
+// deletes, conditioned on the revision of every document the decision read
+// (t's Conds included). A condition that fails means the state moved: this
+// node catches up to that commit and decides again. A refusal decided on
+// this node's state, which may lag, is decided again after a strong read.
+func (s *Store) decideAhead(ctx context.Context, t *Txn, level byte) (*TxnResult, error) {
+	encode := encodeTxnJSON
+	if level >= txnVersionBinary {
+		encode = encodeTxnBinary
+	}
+	fresh := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrTimeout, err)
+		}
+		guess := s.AppliedIndex() + 1
+		var res *TxnResult
+		var plain *Txn
+		err := s.fsm.view(func(txn *badger.Txn) error {
+			ov := &overlay{txn: txn, w: &entryWrites{index: guess}, reads: map[string]uint64{}}
+			res = applyTxn(ov, guess, t, s.fsm.decider)
+			if !res.OK() {
+				return nil
+			}
+			plain = &Txn{Time: t.Time}
+			for path, rev := range ov.reads {
+				plain.Conds = append(plain.Conds, Cond{Path: path, Kind: CondRevision, Revision: rev})
+			}
+			sort.Slice(plain.Conds, func(i, j int) bool { return plain.Conds[i].Path < plain.Conds[j].Path })
+			last := make(map[string]*Document)
+			for i, k := range ov.w.keys {
+				last[k] = ov.w.docs[i]
+			}
+			for _, k := range ov.w.written() {
+				if d := last[k]; d != nil {
+					plain.Ops = append(plain.Ops, Op{Kind: OpPut, Path: k, Data: d.Data})
+				} else {
+					plain.Ops = append(plain.Ops, Op{Kind: OpDelete, Path: k, IfExists: true})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !res.OK() {
+			if fresh {
+				res.Revision = s.AppliedIndex()
+				return res, nil
+			}
+			if err := s.WaitRead(ctx, Strong, 0); err != nil {
+				return nil, err
+			}
+			fresh = true
+			continue
+		}
+		if len(plain.Conds) > MaxTxnOps {
+			return nil, ErrEntryTooLarge
+		}
+		b, err := encode(plain)
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.Propose(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		if out.OK() {
+			for i, d := range res.Docs {
+				if d == nil {
+					continue
+				}
+				c := *d
+				c.Revision = out.Revision
+				if c.CreateRevision == guess {
+					c.CreateRevision = out.Revision
+				}
+				res.Docs[i] = &c
+			}
+			res.Revision = out.Revision
+			return res, nil
+		}
+		if out.Err != ErrCodeCondFailed {
+			return out, nil
+		}
+		if err := s.WaitApplied(ctx, out.Revision); err != nil {
+			return nil, err
+		}
+		fresh = false
+	}
 }
 
 // Propose commits an encoded command and returns the FSM's result. It retries
@@ -830,7 +949,7 @@ func NodeRecordPath(id string) string { return SystemPrefix + "/nodes/" + id }
 // it retries until ctx ends, since forwarding depends on it.
 func (s *Store) EnsureNodeRecord(ctx context.Context) error {
 	rec := NodeRecord{ID: s.cfg.NodeID, HTTPAddr: s.cfg.HTTPAdvertise, RaftAddr: string(s.transport.LocalAddr()), Voter: s.cfg.Voter,
-		TxnVersion: txnVersionBinary}
+		TxnVersion: txnVersionLatest}
 	want, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode node record: %w", err)

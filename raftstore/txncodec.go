@@ -17,7 +17,9 @@ import (
 //	uvarint number of ops, then per op:
 //	        str Kind, str Path, str Data, str Field, str NewField, byte IfExists (0 or 1)
 //
-// where str is a uvarint length followed by that many bytes. Kinds stay
+// where str is a uvarint length followed by that many bytes. Version 3
+// (txnVersionDecided) adds, after Time, str Caller, and after each op's
+// IfExists byte, uvarint Match (0: none; n+1: the op matches revision n). Kinds stay
 // strings, so an entry carries exactly what its proposer meant, even a kind
 // this binary does not know (Apply refuses it as invalid, deterministically on
 // every node). Data is the op's JSON as the proposer compacted it, stored
@@ -34,17 +36,28 @@ var errBadTxn = errors.New("malformed binary txn")
 // encodeTxnBinary frames t in the binary encoding. Op data must be valid JSON;
 // it is compacted into the entry (as the JSON encoding does), so documents are
 // stored without insignificant whitespace whoever proposed them.
-func encodeTxnBinary(t *Txn) ([]byte, error) {
-	n := 2 + binary.MaxVarintLen64*3
+func encodeTxnBinary(t *Txn) ([]byte, error) { return encodeTxnVersion(t, txnVersionBinary) }
+
+// encodeTxnDecided frames t in version 3, which carries Caller and Match.
+func encodeTxnDecided(t *Txn) ([]byte, error) { return encodeTxnVersion(t, txnVersionDecided) }
+
+func encodeTxnVersion(t *Txn, version byte) ([]byte, error) {
+	if version < txnVersionDecided && t.needsDecided() {
+		return nil, fmt.Errorf("encode command %d: a txn with a caller, a match or a %s op needs version %d", CmdTxn, "decided", txnVersionDecided)
+	}
+	n := 2 + binary.MaxVarintLen64*4 + len(t.Caller)
 	for _, c := range t.Conds {
 		n += 2*binary.MaxVarintLen64 + len(c.Path) + len(c.Kind) + binary.MaxVarintLen64
 	}
 	for _, op := range t.Ops {
-		n += 5*binary.MaxVarintLen64 + 1 + len(op.Kind) + len(op.Path) + len(op.Data) + len(op.Field) + len(op.NewField)
+		n += 6*binary.MaxVarintLen64 + 1 + len(op.Kind) + len(op.Path) + len(op.Data) + len(op.Field) + len(op.NewField)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, byte(CmdTxn), txnVersionBinary)
+	b = append(b, byte(CmdTxn), version)
 	b = binary.AppendVarint(b, t.Time)
+	if version >= txnVersionDecided {
+		b = appendStr(b, t.Caller)
+	}
 	b = binary.AppendUvarint(b, uint64(len(t.Conds)))
 	for _, c := range t.Conds {
 		b = appendStr(b, c.Path)
@@ -72,6 +85,13 @@ func encodeTxnBinary(t *Txn) ([]byte, error) {
 			b = append(b, 1)
 		} else {
 			b = append(b, 0)
+		}
+		if version >= txnVersionDecided {
+			var m uint64
+			if op.Match != nil {
+				m = *op.Match + 1
+			}
+			b = binary.AppendUvarint(b, m)
 		}
 	}
 	return b, nil
@@ -146,9 +166,12 @@ func (r *txnReader) count(what string, min int) int {
 
 // decodeTxnBinary parses the body of a binary CmdTxn entry (after the type
 // and version bytes). The result shares no memory with b.
-func decodeTxnBinary(b []byte) (*Txn, error) {
+func decodeTxnBinary(version byte, b []byte) (*Txn, error) {
 	r := &txnReader{b: b}
 	t := &Txn{Time: r.varint("time")}
+	if version >= txnVersionDecided {
+		t.Caller = r.str("caller")
+	}
 	const minCond, minOp = 3, 6 // the bytes of an item whose strings are all empty
 	if n := r.count("cond count", minCond); n > 0 {
 		t.Conds = make([]Cond, n)
@@ -176,6 +199,12 @@ func decodeTxnBinary(b []byte) (*Txn, error) {
 				op.IfExists = true
 			default:
 				r.fail("op ifExists not 0 or 1")
+			}
+			if version >= txnVersionDecided {
+				if m := r.uvarint("op match"); m > 0 {
+					m--
+					op.Match = &m
+				}
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 )
+
+func ptrU64(v uint64) *uint64 { return &v }
 
 // mustEncodeJSON frames tx in the JSON encoding (version 1).
 func mustEncodeJSON(t testing.TB, tx *Txn) []byte {
@@ -42,6 +45,12 @@ func codecTxns() []*Txn {
 			{Kind: OpDeleteField, Path: "p/y", Field: "g"},
 			{Kind: "explode", Path: "p/w"},
 			{Kind: OpPut, Path: "p/big", Data: json.RawMessage(blobObject(600<<10, 'q'))},
+		}},
+		{Time: 9, Caller: "a-session-hash", Ops: []Op{
+			{Kind: OpIncrement, Path: "p/c", Field: "n", Data: json.RawMessage(`-2.5`), Match: new(uint64)},
+			{Kind: OpServerTimestamp, Path: "p/c", Field: "at"},
+			{Kind: OpArrayUnion, Path: "p/c", Field: "tags", Data: json.RawMessage(`["a",{"b":1}]`), Match: ptrU64(math.MaxUint64 - 1)},
+			{Kind: OpArrayRemove, Path: "p/c", Field: "tags", Data: json.RawMessage(`["a"]`)},
 		}},
 	}
 	g := newLogGen(42)
@@ -81,8 +90,22 @@ func TestTxnCodec_RoundTripAndAgreesWithJSON(t *testing.T) {
 		if err != nil {
 			t.Fatalf("txn %d: encode: %v", i, err)
 		}
-		if b[0] != byte(CmdTxn) || b[1] != txnVersionBinary {
+		if b[0] != byte(CmdTxn) || b[1] != txnVersionLatest {
 			t.Fatalf("txn %d: framed as type %d version %d", i, b[0], b[1])
+		}
+		// The version 2 entry of the same txn (what the binary before
+		// decided entries writes) decodes to the same thing.
+		if !tx.needsDecided() {
+			b2, err := encodeTxnBinary(tx)
+			if err != nil {
+				t.Fatalf("txn %d: encode version 2: %v", i, err)
+			}
+			got2, err := decodeTxn(b2)
+			if err != nil || !reflect.DeepEqual(normalTxn(got2), normalTxn(tx)) {
+				t.Fatalf("txn %d: version 2 round trip: %+v, %v", i, got2, err)
+			}
+		} else if _, err := encodeTxnBinary(tx); err == nil {
+			t.Fatalf("txn %d needs a decided entry, and version 2 encoded it", i)
 		}
 		got, err := decodeTxn(b)
 		if err != nil {
@@ -158,7 +181,7 @@ func TestTxnCodec_MalformedEntriesAreRefused(t *testing.T) {
 			t.Errorf("%s: err %v, want errBadTxn", name, err)
 		}
 	}
-	for _, v := range []byte{0, 3, 255} {
+	for _, v := range []byte{0, 4, 255} {
 		if _, err := decodeTxn([]byte{byte(CmdTxn), v, 0, 0, 0}); !errors.Is(err, errUnknownCommand) {
 			t.Errorf("version %d: err %v, want errUnknownCommand", v, err)
 		}
@@ -175,7 +198,7 @@ func TestFSM_JSONAndBinaryEntriesApplyAlike(t *testing.T) {
 		jsonLogs = append(jsonLogs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: mustEncodeJSON(t, tx)})
 		binLogs = append(binLogs, txnLog(t, i, tx))
 	}
-	if binLogs[0].Data[1] != txnVersionBinary {
+	if binLogs[0].Data[1] != txnVersionLatest {
 		t.Fatalf("txnLog framed version %d", binLogs[0].Data[1])
 	}
 	a, b := mustOpenFSM(t, t.TempDir()), mustOpenFSM(t, t.TempDir())
@@ -201,7 +224,7 @@ func FuzzDecodeTxn(f *testing.F) {
 	}
 	f.Add([]byte(strings.Repeat("\x01", 40)))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		tx, err := decodeTxnBinary(body)
+		tx, err := decodeTxnBinary(txnVersionDecided, body)
 		if err != nil {
 			if !errors.Is(err, errBadTxn) {
 				t.Fatalf("error %v does not wrap errBadTxn", err)
@@ -269,13 +292,13 @@ func TestStore_BinaryTxnsOnlyWhenEveryMemberReadsThem(t *testing.T) {
 	// leader and on a follower (whose writes are forwarded as encoded).
 	for _, nd := range c.nodes {
 		s := nd.s
-		mustEventually(t, 10*time.Second, nd.id+" writes binary txns", func() (bool, string) { return s.binaryTxns.Load(), "" })
+		mustEventually(t, 10*time.Second, nd.id+" writes binary txns", func() (bool, string) { return s.txnLevel.Load() == uint32(txnVersionLatest), "" })
 	}
-	if v := entryVersion(t, n1, write(n1, "p/leader")); v != txnVersionBinary {
-		t.Fatalf("leader's entry has version %d, want %d", v, txnVersionBinary)
+	if v := entryVersion(t, n1, write(n1, "p/leader")); v != txnVersionLatest {
+		t.Fatalf("leader's entry has version %d, want %d", v, txnVersionLatest)
 	}
-	if v := entryVersion(t, n1, write(n3, "p/follower")); v != txnVersionBinary {
-		t.Fatalf("follower's forwarded entry has version %d, want %d", v, txnVersionBinary)
+	if v := entryVersion(t, n1, write(n3, "p/follower")); v != txnVersionLatest {
+		t.Fatalf("follower's forwarded entry has version %d, want %d", v, txnVersionLatest)
 	}
 	readBack(n3, "p/leader")
 	readBack(n1, "p/follower")
@@ -289,20 +312,54 @@ func TestStore_BinaryTxnsOnlyWhenEveryMemberReadsThem(t *testing.T) {
 	if res, err := n1.Txn(ctxT(t, 10*time.Second), &Txn{Time: 1, Ops: []Op{{Kind: OpPut, Path: NodeRecordPath("n3"), Data: old}}}); err != nil || !res.OK() {
 		t.Fatalf("write n3's old record: %+v, %v", res, err)
 	}
-	if n1.everyMemberReadsBinary() {
-		t.Fatal("every member reads binary txns, with n3's record of an older binary")
+	if v := n1.everyMemberReads(); v != txnVersion {
+		t.Fatalf("every member reads txn version %d, with n3's record of an older binary", v)
 	}
-	n1.binaryTxns.Store(false) // as before the switch
+	n1.txnLevel.Store(uint32(txnVersion)) // as before the switch
 	idx := write(n1, "p/json")
 	if v := entryVersion(t, n1, idx); v != txnVersion {
 		t.Fatalf("entry written with the switch off has version %d, want %d", v, txnVersion)
 	}
 	readBack(n3, "p/json")
+
+	// A member that reads binary entries but not decided ones (the binary
+	// before them): a txn that needs a decision in Apply is decided by the
+	// proposer and written as a version 2 entry of plain puts, conditioned
+	// on what the decision read.
+	v2, err := json.Marshal(NodeRecord{ID: "n3", HTTPAddr: c.nodes[2].srv.URL, RaftAddr: c.nodes[2].raftAddr, Voter: true, TxnVersion: txnVersionBinary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := n1.Txn(ctxT(t, 10*time.Second), &Txn{Time: 1, Ops: []Op{{Kind: OpPut, Path: NodeRecordPath("n3"), Data: v2}}}); err != nil || !res.OK() {
+		t.Fatalf("write n3's version 2 record: %+v, %v", res, err)
+	}
+	if v := n1.everyMemberReads(); v != txnVersionBinary {
+		t.Fatalf("every member reads txn version %d, want %d", v, txnVersionBinary)
+	}
+	for _, nd := range c.nodes {
+		nd.s.txnLevel.Store(uint32(txnVersionBinary))
+	}
+	for i := range 3 {
+		res, err := n3.Txn(ctxT(t, 10*time.Second), &Txn{Time: 1, Ops: []Op{{Kind: OpIncrement, Path: "p/counter", Field: "n", Data: json.RawMessage("2")}}})
+		if err != nil || !res.OK() {
+			t.Fatalf("increment %d through n3: %+v, %v", i, res, err)
+		}
+		if got, want := string(res.Docs[0].Data), fmt.Sprintf(`{"n":%d}`, 2*(i+1)); got != want || res.Docs[0].Revision != res.Revision {
+			t.Fatalf("increment %d answered %s at revision %d (entry %d), want %s", i, got, res.Docs[0].Revision, res.Revision, want)
+		}
+		if v := entryVersion(t, n1, res.Revision); v != txnVersionBinary {
+			t.Fatalf("increment's entry has version %d, want %d", v, txnVersionBinary)
+		}
+	}
+	zero := uint64(0)
+	if res, err := n1.Txn(ctxT(t, 10*time.Second), &Txn{Time: 1, Ops: []Op{{Kind: OpPut, Path: "p/counter", Data: json.RawMessage(`{}`), Match: &zero}}}); err != nil || res.Err != ErrCodeCondFailed || !res.OpFailed {
+		t.Fatalf("a create over an existing document, decided ahead: %+v, %v, want cond_failed at the op", res, err)
+	}
 	if err := n3.EnsureNodeRecord(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if !n1.everyMemberReadsBinary() {
-		t.Fatal("n3 recorded that it reads binary txns, and the switch stays off")
+	if v := n1.everyMemberReads(); v != txnVersionLatest {
+		t.Fatalf("n3 recorded that it reads txn version %d, and every member reads %d", txnVersionLatest, v)
 	}
 
 	// A node that does not say it reads binary entries is not added, and
