@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/internal/rfc6238"
+	"github.com/edgebase/edgebase/internal/testbin"
 	rtclient "github.com/edgebase/edgebase/realtime/client"
 )
 
@@ -453,7 +454,8 @@ func (h *harness) restart(name string) {
 
 // buildImage builds the static binary and the image from a temporary context
 // laid out as the Dockerfile expects (see its header). EDGEBASE_E2E_BINARY,
-// when set, names a static linux binary to use instead of building one.
+// when set, names a static linux binary to use instead of building one; else
+// it is the one in $EDGEBASE_TEST_BIN_DIR (make test-bins) on a linux host.
 func buildImage(t *testing.T, root string) {
 	t.Helper()
 	start := time.Now()
@@ -473,9 +475,13 @@ func buildImage(t *testing.T, root string) {
 		}
 		t.Logf("using the prebuilt binary %s (EDGEBASE_E2E_BINARY)", prebuilt)
 	} else {
-		env := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if out, err := run(8*time.Minute, root, env, "go", "build", "-trimpath", "-o", bin, "./cmd/edgebase"); err != nil {
-			t.Fatalf("building the static binary: %v\n%s", err, out)
+		// make test-bins' binary when it is there (on a linux host), else a
+		// build bounded only by the test's deadline: a cold build on a
+		// loaded machine can take minutes.
+		ctx, cancel := testbin.Context(t)
+		defer cancel()
+		if _, err := testbin.Edgebase(ctx, testbin.Options{GOOS: "linux", Dir: stage, Copy: true, Logf: t.Logf}); err != nil {
+			t.Fatalf("the static binary: %v", err)
 		}
 	}
 	ca, err := os.ReadFile(caBundle)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/internal/proctest"
+	"github.com/edgebase/edgebase/internal/testbin"
 )
 
 const (
@@ -29,8 +30,9 @@ const (
 	electionTimeout = 500 * time.Millisecond
 )
 
-// builds holds the binaries TestMain builds: the product, and on demand the
-// deliberately broken one for the negative test.
+// builds holds the binaries TestMain builds (or copies from make test-bins'
+// directory): the product, and on demand the deliberately broken one for the
+// negative test.
 type builds struct {
 	root string // the module root
 	dir  string // where binaries go (world-readable: nodes run as other users)
@@ -65,38 +67,28 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	bins.dir = dir
-	if bins.good, err = build("edgebase"); err != nil {
+	if bins.good, err = build(); err != nil {
 		fmt.Fprintln(os.Stderr, "robustness:", err)
 		return 1
 	}
 	return m.Run()
 }
 
-// build compiles ./cmd/edgebase into bins.dir/name with the given build tags.
-func build(name string, tags ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	path := filepath.Join(bins.dir, name)
-	args := []string{"build", "-o", path}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/edgebase")...)
-	cmd.Dir = bins.root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	start := time.Now()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", name, err, b)
-	}
-	fmt.Fprintf(os.Stderr, "robustness: built %s in %v\n", path, time.Since(start).Round(time.Millisecond))
-	return path, nil
+// build returns ./cmd/edgebase built with the given build tags, in bins.dir:
+// copied from $EDGEBASE_TEST_BIN_DIR (make test-bins) when it is there, else
+// built with no time limit but go test's (a cold build on a loaded machine
+// can take minutes).
+func build(tags ...string) (string, error) {
+	return testbin.Edgebase(context.Background(), testbin.Options{Tags: tags, Dir: bins.dir, Copy: true, Logf: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "robustness: "+format+"\n", args...)
+	}})
 }
 
 // brokenBinary is edgebase built with -tags brokenreads: followers answer
 // strong reads from their local state without asking the leader.
 func brokenBinary(t *testing.T) string {
 	t.Helper()
-	bins.brokenOnce.Do(func() { bins.broken, bins.brokenErr = build("edgebase-brokenreads", "brokenreads") })
+	bins.brokenOnce.Do(func() { bins.broken, bins.brokenErr = build("brokenreads") })
 	if bins.brokenErr != nil {
 		t.Fatal(bins.brokenErr)
 	}

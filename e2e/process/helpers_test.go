@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/internal/proctest"
+	"github.com/edgebase/edgebase/internal/testbin"
 )
 
 const (
@@ -30,7 +30,8 @@ const (
 	ownerPassword = "owner password 123"
 )
 
-// binPath is the edgebase binary TestMain builds once for the package.
+// binPath is the edgebase binary TestMain finds (make test-bins) or builds
+// once for the package.
 var binPath string
 
 func TestMain(m *testing.M) {
@@ -38,31 +39,22 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	gomod := strings.TrimSpace(string(out))
-	if err != nil || gomod == "" || gomod == os.DevNull {
-		fmt.Fprintf(os.Stderr, "process e2e: cannot locate go.mod (go env GOMOD: %q, %v)\n", gomod, err)
-		return 1
-	}
-	root := filepath.Dir(gomod)
 	tmp, err := os.MkdirTemp("", "edgebase-process-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "process e2e:", err)
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	binPath = filepath.Join(tmp, "edgebase")
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/edgebase")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	start := time.Now()
-	if b, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "process e2e: go build ./cmd/edgebase: %v\n%s", err, b)
+	// No time limit but go test's (it kills the test binary a minute after
+	// -timeout): on a loaded machine with a cold cache the build can take
+	// minutes. `make test` builds it beforehand.
+	binPath, err = testbin.Edgebase(context.Background(), testbin.Options{Dir: tmp, Logf: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "process e2e: "+format+"\n", args...)
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "process e2e:", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "process e2e: built %s in %v\n", binPath, time.Since(start).Round(time.Millisecond))
 	return m.Run()
 }
 

@@ -3,13 +3,14 @@ package process
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/testbin"
 )
 
 // priorRelease is the last commit of main whose binary writes its Raft
@@ -36,14 +37,15 @@ func buildPrior(t *testing.T) string {
 		t.Fatalf("extract %s: %v\n%s", priorRelease, err, b)
 	}
 	bin := filepath.Join(t.TempDir(), "edgebase-prior")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// No time limit but the test's deadline: the older tree's packages are
+	// not in a fresh build cache, and on a loaded machine that takes minutes.
+	ctx, cancel := testbin.Context(t)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/edgebase")
-	build.Dir = src
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", priorRelease, err, b)
+	start := time.Now()
+	if err := testbin.Build(ctx, src, bin, ""); err != nil {
+		t.Fatalf("build %s: %v", priorRelease, err)
 	}
+	t.Logf("built %s's binary in %v", priorRelease[:12], time.Since(start).Round(time.Millisecond))
 	return bin
 }
 
