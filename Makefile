@@ -6,10 +6,13 @@ STATICCHECK ?= $(GOBIN_DIR)/staticcheck
 IMAGE       ?= edgebase:dev
 PROM_IMAGE  ?= edgebase-prometheus:dev
 CA_BUNDLE   ?= /etc/ssl/certs/ca-certificates.crt
+# Where test-bins puts the binaries the process-level tests run; `make test`
+# hands it to them as EDGEBASE_TEST_BIN_DIR (see internal/testbin).
+TEST_BIN_DIR := $(CURDIR)/bin/test
 # docker-compose (v1) where it is installed, else the compose plugin.
 COMPOSE     ?= $(shell if command -v docker-compose >/dev/null 2>&1; then echo docker-compose; else echo docker compose; fi)
 
-.PHONY: build run test robustness bench image image-prometheus compose-up compose-monitoring compose-down clean
+.PHONY: build run test test-bins robustness bench image image-prometheus compose-up compose-monitoring compose-down clean
 
 ## build: static binary at ./bin/edgebase
 build:
@@ -19,11 +22,21 @@ build:
 run:
 	$(GO) run ./cmd/edgebase serve --dev
 
-## test: vet, staticcheck, every test with the race detector, then the
-## 100,000-device push fan-out without it (too slow instrumented)
-test: $(STATICCHECK)
-	$(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./... && \
+## test: the test binaries (test-bins), vet, staticcheck, every test with the
+## race detector, then the 100,000-device push fan-out without it (too slow
+## instrumented)
+test: test-bins $(STATICCHECK)
+	$(GO) vet ./... && $(STATICCHECK) ./... && \
+	EDGEBASE_TEST_BIN_DIR=$(TEST_BIN_DIR) $(GO) test -race -count=1 ./... && \
 	$(GO) test -count=1 -run '^TestPushFanOut100k$$' -v ./node
+
+## test-bins: the edgebase binaries that e2e/process, robustness and the
+## docker-compose test run, built once before the tests (not by each package
+## while the others compile and run): bin/test/edgebase and
+## bin/test/edgebase-brokenreads (robustness's negative test)
+test-bins:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(TEST_BIN_DIR)/edgebase ./cmd/edgebase
+	CGO_ENABLED=0 $(GO) build -trimpath -tags brokenreads -o $(TEST_BIN_DIR)/edgebase-brokenreads ./cmd/edgebase
 
 # staticcheck, pinned (the same version .ci/run installs), when it is missing.
 $(STATICCHECK):
@@ -31,8 +44,8 @@ $(STATICCHECK):
 
 ## robustness: the long profile of the fault-injection suite (5 seeds per fault,
 ## longer faults; root for partitions and the full disk). CI runs the short one in `make test`.
-robustness:
-	EDGEBASE_ROBUSTNESS=long $(GO) test -count=1 -timeout 90m -v -run 'TestRobustness|TestChecker' ./robustness
+robustness: test-bins
+	EDGEBASE_TEST_BIN_DIR=$(TEST_BIN_DIR) EDGEBASE_ROBUSTNESS=long $(GO) test -count=1 -timeout 90m -v -run 'TestRobustness|TestChecker' ./robustness
 
 ## bench: scenario runner; starts its own 1- and 3-node clusters on loopback (see docs/benchmarks.md)
 bench:
