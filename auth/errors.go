@@ -76,6 +76,10 @@ var (
 	// ErrOwnRole means an owner tried to change their own role, which could
 	// leave a project without an owner.
 	ErrOwnRole = errors.New("an owner cannot change their own role")
+	// ErrProjectNotFound means no project has the given id.
+	ErrProjectNotFound = errors.New("no project with this id")
+	// ErrLastOwner means a change would leave the project without an owner.
+	ErrLastOwner = errors.New("the project would be left without an owner")
 )
 
 // maxEmailLen is the longest address that fits in an SMTP forward-path (RFC

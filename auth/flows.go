@@ -141,9 +141,11 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 }
 
 // SetRole makes another account of the caller's project an owner or a user.
-// Only owners may; nobody may change their own role, so a project always
-// keeps an owner. The change counts on every node at once: roles are read
-// from the account on each request.
+// Only owners may, judged at the commit (a caller demoted by a change
+// committed just before is refused); nobody may change their own role, and
+// no change may leave the project without an owner (checked in Apply for
+// every write, whoever makes it). The change counts on every node at once:
+// every write is judged against the account as committed.
 func (s *Service) SetRole(ctx context.Context, p *Principal, uid, role string) (*User, uint64, error) {
 	if p.Role != RoleOwner {
 		return nil, 0, ErrForbidden
@@ -158,16 +160,67 @@ func (s *Service) SetRole(ctx context.Context, p *Principal, uid, role string) (
 	if uid == p.UserID {
 		return nil, 0, &FieldError{Field: "userId", Err: ErrOwnRole}
 	}
-	acc, rev, err := s.updateAccount(ctx, p.ProjectID, uid, func(acc *account) ([]raftstore.Op, []raftstore.Cond, error) {
-		acc.Role = role
-		return nil, nil, nil
-	})
-	if errors.Is(err, ErrInvalidToken) {
+	if strings.Contains(uid, "/") || strings.HasPrefix(uid, "_") || len(uid) > 200 {
+		return nil, 0, &FieldError{Field: "userId", Err: ErrUserNotFound}
+	}
+	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpSetField, Path: userPath(p.ProjectID, uid), Field: "role", Data: mustJSON(role)})
+	if res != nil && res.Err == raftstore.ErrCodeNotFound {
 		return nil, 0, &FieldError{Field: "userId", Err: ErrUserNotFound}
 	}
 	if err != nil {
 		return nil, 0, err
 	}
+	var acc account
+	if err := decodeJSON(res.Docs[0], &acc); err != nil {
+		return nil, 0, err
+	}
 	s.logger.Info("role changed", "project", p.ProjectID, "user", uid, "role", role, "by", p.UserID)
-	return &acc.User, rev, nil
+	return &acc.User, res.Revision, nil
+}
+
+// SetOwner makes the account with email an owner of project pid: the
+// operator's way back into a project (PUT /admin/projects/{id}/owner). It
+// is a system write, allowed by the admin token, not by a session.
+func (s *Service) SetOwner(ctx context.Context, pid, email string) (*User, uint64, error) {
+	if err := ValidateEmail(email); err != nil {
+		return nil, 0, err
+	}
+	for {
+		var idx emailIndex
+		doc, err := s.store.Get(emailPath(pid, email))
+		if err != nil {
+			return nil, 0, err
+		}
+		if doc == nil {
+			return nil, 0, &FieldError{Field: "email", Err: ErrUserNotFound}
+		}
+		if err := decodeJSON(doc, &idx); err != nil {
+			return nil, 0, err
+		}
+		res, err := s.store.Txn(ctx, &raftstore.Txn{
+			Time:  s.now().UnixNano(),
+			Conds: []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}},
+			Ops:   []raftstore.Op{{Kind: raftstore.OpSetField, Path: userPath(pid, idx.UserID), Field: "role", Data: mustJSON(RoleOwner)}},
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		switch {
+		case res.OK():
+			var acc account
+			if err := decodeJSON(res.Docs[0], &acc); err != nil {
+				return nil, 0, err
+			}
+			s.logger.Info("owner set by the operator", "project", pid, "user", acc.ID)
+			return &acc.User, res.Revision, nil
+		case res.Err == raftstore.ErrCodeNotFound:
+			return nil, 0, &FieldError{Field: "email", Err: ErrUserNotFound}
+		case res.Err != raftstore.ErrCodeCondFailed:
+			return nil, 0, fmt.Errorf("set owner refused: %s", res.Err)
+		}
+		// The email moved to another account meanwhile: read it again.
+		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
+			return nil, 0, err
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/cel"
 )
@@ -118,6 +119,10 @@ type RuleInput struct {
 	Resource json.RawMessage
 	// Request is the incoming data of a write, nil for reads and deletes.
 	Request json.RawMessage
+	// Time is request.time: a write's commit time (its proposer's clock,
+	// carried in the entry), a read's time on the answering node. Zero
+	// leaves request.time unset (an expression using it then denies).
+	Time time.Time
 }
 
 // CompiledRules is a validated, compiled RuleSet, ready to evaluate. It is
@@ -173,7 +178,9 @@ func newRulesEnv() (*cel.Env, error) {
 //	path      map(string, string): the variables bound by the pattern
 //	resource  map: data = the stored document's data, or null
 //	request   map: data = the incoming data of a write, or null;
-//	          path = the full document path
+//	          path = the full document path; time = a timestamp: when
+//	          the write commits (the time its proposer put in the entry),
+//	          or when the read is answered
 //
 // and each pattern variable also as a top-level string (so a rule for
 // "users/{uid}/**" can say auth.uid == uid), unless its name is one of the
@@ -296,7 +303,11 @@ func evalRule(ctx context.Context, prg cel.Program, index int, op Op, in RuleInp
 	act["auth"] = map[string]any{"uid": in.Auth.UID, "role": in.Auth.Role, "email": in.Auth.Email}
 	act["path"] = vars
 	act["resource"] = map[string]any{"data": resource}
-	act["request"] = map[string]any{"data": request, "path": in.Path}
+	req := map[string]any{"data": request, "path": in.Path}
+	if !in.Time.IsZero() {
+		req["time"] = in.Time
+	}
+	act["request"] = req
 
 	out, _, err := prg.ContextEval(ctx, act)
 	if err != nil {

@@ -54,7 +54,7 @@ type Config struct {
 
 // Service implements projects, API keys, accounts and sessions on the tree.
 // It keeps no state of its own beyond caches: compiled rules, and the callers
-// AuthenticateGuard resolved (see there).
+// Caller resolved (see there).
 type Service struct {
 	store  Store
 	clock  Clock
@@ -72,18 +72,11 @@ type Service struct {
 	rulesCache map[string]cachedRules
 
 	guardMu sync.Mutex
-	guards  map[string]cachedGuard // by HashToken
+	guards  map[string]Principal // callers resolved, by HashToken
 }
 
-// cachedGuard is a caller AuthenticateGuard resolved, with the conditions
-// under which that answer holds.
-type cachedGuard struct {
-	p     Principal
-	guard []raftstore.Cond
-}
-
-// maxCachedGuards bounds the callers AuthenticateGuard remembers (a few
-// hundred bytes each); past it, a quarter of them are dropped.
+// maxCachedGuards bounds the callers Caller remembers (a few hundred bytes
+// each); past it, a quarter of them are dropped.
 const maxCachedGuards = 16384
 
 type cachedRules struct {
@@ -121,7 +114,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL,
 		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{},
-		guards: map[string]cachedGuard{}, failGate: make(chan struct{}, 1), metrics: m}, nil
+		guards: map[string]Principal{}, failGate: make(chan struct{}, 1), metrics: m}, nil
 }
 
 // Roles.
@@ -244,6 +237,9 @@ type Principal struct {
 	Role      string
 	// ExpiresAt is when the session ends unless revoked earlier.
 	ExpiresAt time.Time
+	// Session is the hash of the bearer token: what a write made for this
+	// caller carries (raftstore.Txn.Caller), so Apply decides it.
+	Session string
 }
 
 // ProjectCreated is the one-time answer to project creation: the API key is
@@ -347,6 +343,18 @@ func (s *Service) CheckAPIKey(pid, key string) error {
 	}
 	if !match {
 		return ErrInvalidAPIKey
+	}
+	return nil
+}
+
+// CheckProject reports ErrProjectNotFound when no project pid exists.
+func (s *Service) CheckProject(pid string) error {
+	doc, err := s.store.Get(projectPath(pid))
+	if err != nil {
+		return err
+	}
+	if doc == nil {
+		return ErrProjectNotFound
 	}
 	return nil
 }
@@ -604,45 +612,35 @@ func (s *Service) Authenticate(token string) (*Principal, error) {
 	if token == "" {
 		return nil, ErrMissingToken
 	}
-	p, _, err := s.authenticateRead(HashToken(token))
-	return p, err
+	return s.authenticateRead(HashToken(token))
 }
 
-// AuthenticateGuard is Authenticate that also returns the conditions under
-// which its answer holds: the session and the account documents it read, at
-// the revisions it read them. A write that carries them commits only if, at
-// its own revision, the token still resolves to the same principal (not
-// revoked, not ended by a password change, same role), so the check may read
-// this node's local state, however stale, instead of a strong read.
-//
-// For the same reason the answer may come from memory: the caller this node
-// last resolved for the token (by AuthenticateGuard or Authenticate, whatever
-// the freshness of that read), without reading the session and the account
-// again, as long as the session has not expired by this service's clock
-// (expiry is the one thing the conditions do not fence). Only a caller that
-// carries the conditions into its write may use it; a write refused on them
-// resolves the caller again with Authenticate after a strong read, which
-// replaces (or, for a token no longer valid, drops) the remembered answer.
-func (s *Service) AuthenticateGuard(token string) (*Principal, []raftstore.Cond, error) {
+// Caller is Authenticate for a write: the answer may come from memory, the
+// caller this node last resolved for the token (by Caller or Authenticate,
+// whatever the freshness of that read), without reading the session and the
+// account again, as long as the session has not expired by this service's
+// clock. A write uses it only to know the caller's project: whether the
+// caller may write at all is decided in Apply, against the session, the
+// account and the rules as committed at the write (Decider).
+func (s *Service) Caller(token string) (*Principal, error) {
 	if token == "" {
-		return nil, nil, ErrMissingToken
+		return nil, ErrMissingToken
 	}
 	h := HashToken(token)
 	s.guardMu.Lock()
 	c, ok := s.guards[h]
 	s.guardMu.Unlock()
-	if ok && s.now().Before(c.p.ExpiresAt) {
-		p := c.p
-		return &p, c.guard, nil
+	if ok && s.now().Before(c.ExpiresAt) {
+		return &c, nil
 	}
 	return s.authenticateRead(h)
 }
 
 // authenticateRead resolves the token with hash h from this node's applied
-// state and remembers the answer for AuthenticateGuard (or forgets the token
-// when it is not valid).
-func (s *Service) authenticateRead(h string) (*Principal, []raftstore.Cond, error) {
-	p, guard, err := s.readGuard(h)
+// state and remembers the answer for Caller (or forgets the token when it
+// is not valid).
+func (s *Service) authenticateRead(h string) (*Principal, error) {
+	p, err := s.readCaller(h)
 	switch {
 	case err == nil:
 		s.guardMu.Lock()
@@ -656,13 +654,70 @@ func (s *Service) authenticateRead(h string) (*Principal, []raftstore.Cond, erro
 				n--
 			}
 		}
-		s.guards[h] = cachedGuard{p: *p, guard: guard}
+		s.guards[h] = *p
 		s.guardMu.Unlock()
 	case errors.Is(err, ErrInvalidToken):
 		s.forgetGuard(h)
 	}
-	return p, guard, err
+	return p, err
 }
+
+// readCaller reads the session with token hash h and its account.
+func (s *Service) readCaller(h string) (*Principal, error) {
+	sdoc, err := s.store.Get(sessionPath(h))
+	if err != nil {
+		return nil, err
+	}
+	if sdoc == nil {
+		return nil, ErrInvalidToken
+	}
+	var sess session
+	if err := decodeJSON(sdoc, &sess); err != nil {
+		return nil, err
+	}
+	if s.now().Unix() >= sess.ExpiresAt {
+		return nil, ErrInvalidToken
+	}
+	acc, err := s.account(sess.ProjectID, sess.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if acc == nil || acc.SessionGen != sess.Gen {
+		return nil, ErrInvalidToken
+	}
+	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
+		ExpiresAt: time.Unix(sess.ExpiresAt, 0), Session: h}, nil
+}
+
+// commitAs commits ops for the caller p: Apply decides, at the commit,
+// whether p's session is still valid and p may write them (Decider). A
+// refusal becomes the error its code names.
+func (s *Service) commitAs(ctx context.Context, p *Principal, ops ...raftstore.Op) (*raftstore.TxnResult, error) {
+	if p == nil || p.Session == "" {
+		return nil, ErrInvalidToken
+	}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(), Caller: p.Session, Ops: ops})
+	if err != nil {
+		return nil, err
+	}
+	switch res.Err {
+	case raftstore.ErrCodeNone:
+		return res, nil
+	case raftstore.ErrCodeUnauthenticated:
+		s.forgetGuard(p.Session)
+		return nil, ErrInvalidToken
+	case raftstore.ErrCodeForbidden:
+		return nil, ErrForbidden
+	case raftstore.ErrCodeLastOwner:
+		return nil, ErrLastOwner
+	default:
+		return res, fmt.Errorf("%w: %s", errRefused, res.Err)
+	}
+}
+
+// errRefused wraps a refusal commitAs does not name; callers that expect
+// one (a missing document) test res.Err.
+var errRefused = errors.New("write refused")
 
 func (s *Service) forgetGuard(h string) {
 	s.guardMu.Lock()
@@ -670,110 +725,56 @@ func (s *Service) forgetGuard(h string) {
 	s.guardMu.Unlock()
 }
 
-// readGuard reads the session with token hash h and its account.
-func (s *Service) readGuard(h string) (*Principal, []raftstore.Cond, error) {
-	sdoc, err := s.store.Get(sessionPath(h))
-	if err != nil {
-		return nil, nil, err
-	}
-	if sdoc == nil {
-		return nil, nil, ErrInvalidToken
-	}
-	var sess session
-	if err := decodeJSON(sdoc, &sess); err != nil {
-		return nil, nil, err
-	}
-	if s.now().Unix() >= sess.ExpiresAt {
-		return nil, nil, ErrInvalidToken
-	}
-	acc, accRev, err := s.accountRev(sess.ProjectID, sess.UserID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if acc == nil || acc.SessionGen != sess.Gen {
-		return nil, nil, ErrInvalidToken
-	}
-	guard := []raftstore.Cond{
-		{Path: sdoc.Path, Kind: raftstore.CondRevision, Revision: sdoc.Revision},
-		{Path: userPath(sess.ProjectID, sess.UserID), Kind: raftstore.CondRevision, Revision: accRev},
-	}
-	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
-		ExpiresAt: time.Unix(sess.ExpiresAt, 0)}, guard, nil
-}
-
 // Rules returns the project's compiled access rules (the defaults when the
 // owner set none), compiled once per revision of the rules document.
 func (s *Service) Rules(pid string) (*CompiledRules, error) {
-	c, _, err := s.readRules(pid)
-	return c, err
-}
-
-// RulesGuard is Rules that also returns the condition under which they are
-// the project's rules: its rules document at the revision read (0: none, the
-// defaults). See AuthenticateGuard: for the same reason, the answer is the
-// rules this node last compiled for the project when it has them, without
-// reading the document again; Rules (every read, and a write's check after a
-// strong read) brings them up to date.
-func (s *Service) RulesGuard(pid string) (*CompiledRules, raftstore.Cond, error) {
-	guard := raftstore.Cond{Path: rulesPath(pid), Kind: raftstore.CondRevision}
-	s.rulesMu.Lock()
-	c, ok := s.rulesCache[pid]
-	s.rulesMu.Unlock()
-	if ok {
-		guard.Revision = c.revision
-		return c.rules, guard, nil
-	}
 	return s.readRules(pid)
 }
 
 // readRules reads and (once per revision) compiles the project's rules.
-func (s *Service) readRules(pid string) (*CompiledRules, raftstore.Cond, error) {
-	guard := raftstore.Cond{Path: rulesPath(pid), Kind: raftstore.CondRevision}
+func (s *Service) readRules(pid string) (*CompiledRules, error) {
 	doc, err := s.store.Get(rulesPath(pid))
 	if err != nil {
-		return nil, guard, err
+		return nil, err
 	}
+	var rev uint64
 	if doc != nil {
-		guard.Revision = doc.Revision
+		rev = doc.Revision
 	}
-	rev := guard.Revision
 	s.rulesMu.Lock()
 	c, ok := s.rulesCache[pid]
 	s.rulesMu.Unlock()
 	if ok && c.revision == rev {
-		return c.rules, guard, nil
+		return c.rules, nil
 	}
 	rs := DefaultRules()
 	if doc != nil {
 		if err := json.Unmarshal(doc.Data, &rs); err != nil {
-			return nil, guard, fmt.Errorf("decode rules of %s: %w", pid, err)
+			return nil, fmt.Errorf("decode rules of %s: %w", pid, err)
 		}
 	}
 	compiled, err := CompileRules(rs)
 	if err != nil {
-		return nil, guard, fmt.Errorf("compile stored rules of %s: %w", pid, err)
+		return nil, fmt.Errorf("compile stored rules of %s: %w", pid, err)
 	}
 	s.rulesMu.Lock()
 	s.rulesCache[pid] = cachedRules{revision: rev, rules: compiled}
 	s.rulesMu.Unlock()
-	return compiled, guard, nil
+	return compiled, nil
 }
 
-// SetRules validates, compiles and stores a project's rules; returns the revision.
-func (s *Service) SetRules(ctx context.Context, pid string, rs RuleSet) (uint64, error) {
+// SetRules validates, compiles and stores the caller's project's rules;
+// owners only, as of the commit. Returns the revision.
+func (s *Service) SetRules(ctx context.Context, p *Principal, rs RuleSet) (uint64, error) {
+	if p.Role != RoleOwner {
+		return 0, ErrForbidden
+	}
 	if _, err := CompileRules(rs); err != nil {
 		return 0, err
 	}
-	res, err := s.store.Txn(ctx, &raftstore.Txn{
-		Time:  s.now().UnixNano(),
-		Conds: []raftstore.Cond{{Path: projectPath(pid), Kind: raftstore.CondExists}},
-		Ops:   []raftstore.Op{{Kind: raftstore.OpPut, Path: rulesPath(pid), Data: mustJSON(rs)}},
-	})
+	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpPut, Path: rulesPath(p.ProjectID), Data: mustJSON(rs)})
 	if err != nil {
 		return 0, err
-	}
-	if !res.OK() {
-		return 0, fmt.Errorf("%w: project not found", ErrInvalidAPIKey)
 	}
 	return res.Revision, nil
 }
@@ -844,16 +845,9 @@ func (s *Service) SetOrigins(ctx context.Context, p *Principal, origins []string
 		}
 		clean = append(clean, c)
 	}
-	res, err := s.store.Txn(ctx, &raftstore.Txn{
-		Time:  s.now().UnixNano(),
-		Conds: []raftstore.Cond{{Path: projectPath(p.ProjectID), Kind: raftstore.CondExists}},
-		Ops:   []raftstore.Op{{Kind: raftstore.OpPut, Path: originsPath(p.ProjectID), Data: mustJSON(OriginList{Origins: clean})}},
-	})
+	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpPut, Path: originsPath(p.ProjectID), Data: mustJSON(OriginList{Origins: clean})})
 	if err != nil {
 		return nil, 0, err
-	}
-	if !res.OK() {
-		return nil, 0, fmt.Errorf("%w: project not found", ErrInvalidAPIKey)
 	}
 	return clean, res.Revision, nil
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -70,6 +72,50 @@ func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+type setOwnerBody struct {
+	Email string `json:"email"`
+}
+
+// handleSetOwner makes an account of a project an owner: the operator's
+// recovery of a project whose owners are gone or locked out.
+func (s *Server) handleSetOwner(w http.ResponseWriter, r *http.Request) {
+	err := func() error {
+		if r.Method != http.MethodPut {
+			return methodNotAllowed("PUT")
+		}
+		pid := r.PathValue("id")
+		if err := raftstore.ValidatePath(pid); err != nil || strings.Contains(pid, "/") || strings.HasPrefix(pid, "_") {
+			return badField("id", "invalid_argument", "not a project id")
+		}
+		var b setOwnerBody
+		if err := s.decodeBody(w, r, &b); err != nil {
+			return err
+		}
+		if b.Email == "" {
+			return badField("email", "invalid_argument", "email is required")
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.writeTimeout)
+		defer cancel()
+		if err := s.store.WaitRead(ctx, raftstore.Strong, 0); err != nil {
+			return err
+		}
+		if err := s.accounts.CheckProject(pid); err != nil {
+			return err
+		}
+		u, rev, err := s.accounts.SetOwner(ctx, pid, b.Email)
+		if errors.Is(err, auth.ErrUserNotFound) {
+			return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no account of the project has this email", Field: "email"}
+		}
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, rev, map[string]any{"user": u})
+	}()
+	if err != nil {
+		s.writeError(w, r, err)
+	}
 }
 
 func (s *Server) handleRemoveNode(w http.ResponseWriter, r *http.Request) {

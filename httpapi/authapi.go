@@ -364,7 +364,7 @@ func (s *Server) rulesAction(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, rulesResponse{Rules: rules.Source().Rules})
 		return nil
 	}
-	rev, err := s.accounts.SetRules(ctx, p.ProjectID, rs)
+	rev, err := s.accounts.SetRules(ctx, p, rs)
 	if err != nil {
 		return err
 	}

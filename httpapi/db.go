@@ -251,172 +251,91 @@ func ifMatch(r *http.Request) (*uint64, error) {
 	return &n, nil
 }
 
-func preconditionFailed(want, got uint64) *apiError {
-	return newError(http.StatusPreconditionFailed, "precondition_failed", fmt.Sprintf("If-Match %d does not match the current revision %d", want, got))
-}
 
-// writer is the caller of a write and, when it was resolved from local
-// state, the conditions that make that check hold at the write's commit.
-type writer struct {
-	p     *auth.Principal
-	guard []raftstore.Cond // nil: resolved after a strong read
-}
-
-// writePrincipal resolves the caller of a write. No strong read (a quorum
-// round trip on every write) is needed: the token is checked on this node's
-// local state, and the write carries the revisions of the session and
-// account documents that check read (auth.AuthenticateGuard), so it commits
-// only if the token is still valid, for the same principal, at the write's
-// own revision. A write refused on them is checked again after a strong read
-// (strong), which answers 401 for a token revoked meanwhile. A request with
-// an X-API-Key is checked after a strong read, as reads are.
-func (s *Server) writePrincipal(ctx context.Context, r *http.Request, strong bool) (writer, error) {
-	if strong || r.Header.Get("X-API-Key") != "" {
-		p, err := s.principal(ctx, r, raftstore.Strong, 0)
-		return writer{p: p}, err
+// writeCaller resolves the caller of a write to its project, from what this
+// node remembers of the token or its local state: no strong read (a quorum
+// round trip) on the write's path. That answer only places the write in the
+// caller's project; whether the caller may write at all (the session, its
+// account, the role, the access rules) is decided in Apply, against the
+// state at the write's commit (auth.Decider). A token unknown here is looked
+// up again after a strong read, since it may have been issued elsewhere. A
+// request with an X-API-Key has it checked after a strong read, as reads do.
+func (s *Server) writeCaller(ctx context.Context, r *http.Request) (*auth.Principal, error) {
+	if r.Header.Get("X-API-Key") != "" {
+		return s.principal(ctx, r, raftstore.Strong, 0)
 	}
 	tok := bearer(r)
 	if tok == "" {
-		return writer{}, auth.ErrMissingToken
+		return nil, auth.ErrMissingToken
 	}
 	if err := s.waitRead(ctx, raftstore.Local, 0); err != nil {
-		return writer{}, err
+		return nil, err
 	}
-	p, guard, err := s.accounts.AuthenticateGuard(tok)
+	p, err := s.accounts.Caller(tok)
 	if errors.Is(err, auth.ErrInvalidToken) {
 		// Maybe issued elsewhere and not applied here yet.
-		return s.writePrincipal(ctx, r, true)
+		return s.principal(ctx, r, raftstore.Strong, 0)
 	}
 	if err != nil {
-		return writer{}, err
+		return nil, err
 	}
 	if pid := r.Header.Get("X-Project-Id"); pid != "" && pid != p.ProjectID {
-		return writer{}, newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")
+		return nil, newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")
 	}
-	return writer{p: p, guard: guard}, nil
+	return p, nil
 }
 
-// writeDoc runs one guarded write: the rules are evaluated against the
-// document as read, and the write is conditional on that same revision, so a
-// concurrent change can neither slip past the rules nor be overwritten
-// unseen. A lost race re-reads and re-evaluates; an If-Match loses with 412.
-// When the caller was resolved from local state (w.guard), the write is also
-// conditional on the documents that check and the rules read; a change to
-// them makes it resolve the caller again after a strong read. It returns the
-// principal the write was finally allowed for.
-func (s *Server) writeDoc(ctx context.Context, r *http.Request, w writer, coll string, match *uint64,
-	build func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error)) (*auth.Principal, *raftstore.TxnResult, error) {
+// commit proposes ops for the caller of r and maps a refusal decided in
+// Apply to its API error; field names the request field of op i (nil: none).
+func (s *Server) commit(ctx context.Context, r *http.Request, p *auth.Principal, ops []raftstore.Op, field func(i int) string) (*raftstore.TxnResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.writeTimeout)
 	defer cancel()
-	for attempt := 0; attempt < 5; attempt++ {
-		cur, err := s.store.Get(w.p.ProjectID + "/" + coll)
-		if err != nil {
-			return nil, nil, err
-		}
-		op, conds, refusal, err := s.checkWrite(ctx, w, coll, cur, match, build)
-		if err != nil {
-			return nil, nil, err
-		}
-		if refusal != nil {
-			if w.guard == nil {
-				return nil, nil, refusal
-			}
-			// The caller, the rules and the document were read from local
-			// state, which may lag behind writes acknowledged elsewhere,
-			// even the caller's own (forwarded to the leader): a refusal
-			// (412, a rule's 403, 404 for a delete) is decided on fresh
-			// state only.
-			if w, err = s.writePrincipal(ctx, r, true); err != nil {
-				return nil, nil, err
-			}
-			continue
-		}
-		res, err := s.store.Txn(ctx, &raftstore.Txn{
-			Time:  time.Now().UnixNano(),
-			Conds: conds,
-			Ops:   []raftstore.Op{op},
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		if res.Err != raftstore.ErrCodeCondFailed {
-			return w.p, res, opError(res, coll)
-		}
-		if res.Index > 0 {
-			// The token, the account or the rules changed since the check:
-			// resolve the caller again, on fresh state.
-			if w, err = s.writePrincipal(ctx, r, true); err != nil {
-				return nil, nil, err
-			}
-			continue
-		}
-		if match != nil {
-			return nil, nil, newError(http.StatusPreconditionFailed, "precondition_failed", "the document changed; If-Match no longer matches")
-		}
-		// Someone wrote in between: catch up to that write, then decide again.
-		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return nil, nil, err
-		}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: time.Now().UnixNano(), Caller: auth.HashToken(bearer(r)), Ops: ops})
+	if err != nil {
+		return nil, err
 	}
-	return nil, nil, newError(http.StatusConflict, "revision_mismatch", "the document kept changing during the write; retry")
+	if res.OK() {
+		return res, nil
+	}
+	var where string
+	if field != nil {
+		where = field(res.Index)
+	}
+	return nil, opError(res, strings.TrimPrefix(ops[min(res.Index, len(ops)-1)].Path, p.ProjectID+"/"), where)
 }
 
-// checkWrite decides a write on this node's applied state: the op and the
-// conditions that make the decision hold at commit (the document's revision
-// and, for a caller resolved from local state, what that check and the rules
-// read), or the refusal that ends the write without a proposal: 412 on
-// If-Match, the rules' 403, or build's error (404 for a delete, a bad field).
-func (s *Server) checkWrite(ctx context.Context, w writer, coll string, cur *raftstore.Document, match *uint64,
-	build func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error)) (op raftstore.Op, conds []raftstore.Cond, refusal, err error) {
-	full := w.p.ProjectID + "/" + coll
-	var curRev uint64
-	var resource json.RawMessage
-	if cur != nil {
-		curRev, resource = cur.Revision, cur.Data
-	}
-	if match != nil && *match != curRev {
-		return op, nil, preconditionFailed(*match, curRev), nil
-	}
-	conds = []raftstore.Cond{{Path: full, Kind: raftstore.CondRevision, Revision: curRev}}
-	var rules *auth.CompiledRules
-	if w.guard != nil {
-		var rg raftstore.Cond
-		if rules, rg, err = s.accounts.RulesGuard(w.p.ProjectID); err != nil {
-			return op, nil, nil, err
-		}
-		conds = append(append(conds, w.guard...), rg)
-	} else if rules, err = s.accounts.Rules(w.p.ProjectID); err != nil {
-		return op, nil, nil, err
-	}
-	op, request, berr := build(cur)
-	// Rules first, so that a caller without access cannot probe which
-	// documents or fields exist from a 404.
-	if err := s.allowWith(ctx, rules, w.p, auth.OpWrite, coll, resource, request); err != nil {
-		return op, nil, err, nil
-	}
-	if berr != nil {
-		return op, nil, berr, nil
-	}
-	op.Path = full
-	return op, conds, nil, nil
-}
-
-// opError maps a refused op to its API error (nil when the txn committed).
-func opError(res *raftstore.TxnResult, coll string) error {
+// opError maps a refused txn to its API error: coll is the document of the
+// failing op, field the request field to name (empty: the error's own).
+func opError(res *raftstore.TxnResult, coll, field string) error {
+	var ae *apiError
 	switch res.Err {
 	case raftstore.ErrCodeNone:
 		return nil
+	case raftstore.ErrCodeUnauthenticated:
+		ae = newError(http.StatusUnauthorized, "invalid_token", auth.ErrInvalidToken.Error())
+	case raftstore.ErrCodeForbidden:
+		ae = newError(http.StatusForbidden, "forbidden", "the access rules do not allow this write of "+coll)
+	case raftstore.ErrCodeLastOwner:
+		ae = newError(http.StatusConflict, "last_owner", "the project would be left without an owner")
+	case raftstore.ErrCodeCondFailed:
+		ae = newError(http.StatusPreconditionFailed, "precondition_failed", "the revision of "+coll+" does not match If-Match")
 	case raftstore.ErrCodeNotFound:
-		return newError(http.StatusNotFound, "not_found", "no document at "+coll)
+		ae = newError(http.StatusNotFound, "not_found", "no document at "+coll)
 	case raftstore.ErrCodeFieldNotFound:
-		return &apiError{Status: http.StatusNotFound, Code: "field_not_found", Message: "the document has no such field", Field: "oldKey"}
+		ae = &apiError{Status: http.StatusNotFound, Code: "field_not_found", Message: "the document has no such field", Field: "oldKey"}
 	case raftstore.ErrCodeFieldExists:
-		return &apiError{Status: http.StatusConflict, Code: "field_exists", Message: "the document already has a field named newKey", Field: "newKey"}
+		ae = &apiError{Status: http.StatusConflict, Code: "field_exists", Message: "the document already has a field named newKey", Field: "newKey"}
+	case raftstore.ErrCodeFieldType:
+		ae = &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: "the field of " + coll + " holds a value of another type", Field: "field"}
 	case raftstore.ErrCodeTooLarge:
-		return newError(http.StatusRequestEntityTooLarge, "document_too_large", fmt.Sprintf("a document may be at most %d bytes", raftstore.MaxDocumentSize))
+		ae = newError(http.StatusRequestEntityTooLarge, "document_too_large", fmt.Sprintf("a document may be at most %d bytes", raftstore.MaxDocumentSize))
 	default:
-		return newError(http.StatusBadRequest, "invalid_argument", "the write was refused as malformed")
+		ae = newError(http.StatusBadRequest, "invalid_argument", "the write was refused as malformed")
 	}
+	if field != "" {
+		ae.Field = field
+	}
+	return ae
 }
 
 type postBody struct {
@@ -447,14 +366,11 @@ func (s *Server) dbPost(w http.ResponseWriter, r *http.Request) error {
 	if len(data) > raftstore.MaxDocumentSize {
 		return newError(http.StatusRequestEntityTooLarge, "document_too_large", fmt.Sprintf("a document may be at most %d bytes", raftstore.MaxDocumentSize))
 	}
-	wr, err := s.writePrincipal(ctx, r, false)
+	p, err := s.writeCaller(ctx, r)
 	if err != nil {
 		return err
 	}
-	coll := *body.Collection
-	p, res, err := s.writeDoc(ctx, r, wr, coll, match, func(*raftstore.Document) (raftstore.Op, json.RawMessage, error) {
-		return raftstore.Op{Kind: raftstore.OpPut, Data: data}, data, nil
-	})
+	res, err := s.commit(ctx, r, p, []raftstore.Op{{Kind: raftstore.OpPut, Path: p.ProjectID + "/" + *body.Collection, Data: data, Match: match}}, nil)
 	if err != nil {
 		return err
 	}
@@ -523,31 +439,26 @@ func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wr, err := s.writePrincipal(ctx, r, false)
+	p, err := s.writeCaller(ctx, r)
 	if err != nil {
 		return err
 	}
-	oldKey, newKey := *body.OldKey, *body.NewKey
-	p, res, err := s.writeDoc(ctx, r, wr, coll, match, func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error) {
-		if cur == nil {
-			return raftstore.Op{}, nil, newError(http.StatusNotFound, "not_found", "no document at "+coll)
-		}
-		op := raftstore.Op{Kind: raftstore.OpSetField, Field: oldKey, Data: value}
-		if oldKey != newKey {
-			op = raftstore.Op{Kind: raftstore.OpRenameField, Field: oldKey, NewField: newKey, Data: value}
-		}
-		after, code := raftstore.ApplyFieldOp(cur.Data, op)
-		if code != raftstore.ErrCodeNone {
-			return raftstore.Op{}, nil, opError(&raftstore.TxnResult{Err: code}, coll)
-		}
-		return op, after, nil
-	})
+	res, err := s.commit(ctx, r, p, []raftstore.Op{updateOp(p.ProjectID+"/"+coll, *body.OldKey, *body.NewKey, value, match)}, nil)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("X-Revision", strconv.FormatUint(res.Revision, 10))
 	writeJSON(w, http.StatusOK, toResponse(p.ProjectID, res.Docs[0]))
 	return nil
+}
+
+// updateOp is the op of a field update (PUT /api/db): set oldKey to value,
+// renaming it to newKey when they differ.
+func updateOp(path, oldKey, newKey string, value json.RawMessage, match *uint64) raftstore.Op {
+	if oldKey != newKey {
+		return raftstore.Op{Kind: raftstore.OpRenameField, Path: path, Field: oldKey, NewField: newKey, Data: value, Match: match}
+	}
+	return raftstore.Op{Kind: raftstore.OpSetField, Path: path, Field: oldKey, Data: value, Match: match}
 }
 
 // checkValueType validates value against the declared type (when given) and
@@ -635,27 +546,18 @@ func (s *Server) dbDelete(w http.ResponseWriter, r *http.Request) error {
 	if hasField && field == "" {
 		return badField("field", "invalid_argument", "field must not be empty")
 	}
-	wr, err := s.writePrincipal(ctx, r, false)
+	p, err := s.writeCaller(ctx, r)
 	if err != nil {
 		return err
 	}
-	p, res, err := s.writeDoc(ctx, r, wr, coll, match, func(cur *raftstore.Document) (raftstore.Op, json.RawMessage, error) {
-		if cur == nil {
-			return raftstore.Op{}, nil, newError(http.StatusNotFound, "not_found", "no document at "+coll)
-		}
-		if !hasField {
-			return raftstore.Op{Kind: raftstore.OpDelete}, nil, nil
-		}
-		op := raftstore.Op{Kind: raftstore.OpDeleteField, Field: field}
-		after, code := raftstore.ApplyFieldOp(cur.Data, op)
-		if code == raftstore.ErrCodeFieldNotFound {
-			return raftstore.Op{}, nil, &apiError{Status: http.StatusNotFound, Code: "field_not_found", Message: "the document has no field " + strconv.Quote(field), Field: "field"}
-		}
-		if code != raftstore.ErrCodeNone {
-			return raftstore.Op{}, nil, opError(&raftstore.TxnResult{Err: code}, coll)
-		}
-		return op, after, nil
-	})
+	op := raftstore.Op{Kind: raftstore.OpDelete, Path: p.ProjectID + "/" + coll, Match: match}
+	if hasField {
+		op = raftstore.Op{Kind: raftstore.OpDeleteField, Path: op.Path, Field: field, Match: match}
+	}
+	res, err := s.commit(ctx, r, p, []raftstore.Op{op}, nil)
+	if ae, ok := err.(*apiError); ok && ae.Code == "field_not_found" {
+		ae.Field, ae.Message = "field", "the document has no field "+strconv.Quote(field)
+	}
 	if err != nil {
 		return err
 	}

@@ -128,6 +128,10 @@ func errorFor(err error) *apiError {
 		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: auth.ErrUserNotFound.Error(), Field: orDefault(field, "userId")}
 	case errors.Is(err, auth.ErrOwnRole):
 		return &apiError{Status: http.StatusConflict, Code: "own_role", Message: auth.ErrOwnRole.Error(), Field: orDefault(field, "userId")}
+	case errors.Is(err, auth.ErrProjectNotFound):
+		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: auth.ErrProjectNotFound.Error(), Field: orDefault(field, "id")}
+	case errors.Is(err, auth.ErrLastOwner):
+		return &apiError{Status: http.StatusConflict, Code: "last_owner", Message: auth.ErrLastOwner.Error(), Field: orDefault(field, "userId")}
 	case errors.Is(err, auth.ErrNoSecretKey):
 		return newError(http.StatusNotImplemented, "totp_not_configured", "this cluster has no secret key, so the authenticator is off; the operator must set --secret-key-file or EDGEBASE_SECRET_KEY")
 	case errors.Is(err, auth.ErrEmailTaken):

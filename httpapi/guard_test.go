@@ -9,38 +9,36 @@ import (
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/httpapi"
 	"github.com/edgebase/edgebase/node/nodetest"
-	"github.com/edgebase/edgebase/raftstore"
 )
 
-// staleAccounts answers AuthenticateGuard for one token with an answer read
-// earlier: a node whose local state has not applied a later logout yet.
+// staleAccounts answers Caller for one token with an answer read earlier: a
+// node whose local state has not applied a later logout yet.
 type staleAccounts struct {
 	*auth.Service
-	tok   string
-	p     *auth.Principal
-	guard []raftstore.Cond
+	tok string
+	p   *auth.Principal
 }
 
-func (s staleAccounts) AuthenticateGuard(tok string) (*auth.Principal, []raftstore.Cond, error) {
+func (s staleAccounts) Caller(tok string) (*auth.Principal, error) {
 	if tok == s.tok {
-		return s.p, s.guard, nil
+		return s.p, nil
 	}
-	return s.Service.AuthenticateGuard(tok)
+	return s.Service.Caller(tok)
 }
 
-// A write checks its token on local state (no strong read) but carries the
-// revisions that check read: a token revoked before the write commits is
-// refused, however stale the node that checked it.
+// A write resolves its token on local state (no strong read), and Apply
+// decides it against the session as committed: a token revoked before the
+// write commits is refused, however stale the node that resolved it.
 func TestDB_WriteCheckedOnStaleStateIsFenced(t *testing.T) {
 	e := newEnv(t)
 	n := e.c.Nodes[0].Node
 	serve := func(tok string) string {
-		p, guard, err := n.Accounts.AuthenticateGuard(tok)
+		p, err := n.Accounts.Caller(tok)
 		if err != nil {
-			t.Fatalf("AuthenticateGuard: %v", err)
+			t.Fatalf("Caller: %v", err)
 		}
 		api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store,
-			Accounts: staleAccounts{Service: n.Accounts, tok: tok, p: p, guard: guard}})
+			Accounts: staleAccounts{Service: n.Accounts, tok: tok, p: p}})
 		if err != nil {
 			t.Fatalf("httpapi.New: %v", err)
 		}
@@ -85,11 +83,11 @@ func TestDB_WriteCheckedOnStaleStateIsFenced(t *testing.T) {
 	}
 }
 
-// A write's caller and the project's rules are remembered from earlier
-// requests (auth.AuthenticateGuard, RulesGuard) instead of read again, and
-// the write carries the revisions they were read at: whatever changed since
-// (role, rules, a password change, the session's end) is decided on fresh
-// state, both ways, and nothing is stored that the fresh state forbids.
+// A write's caller is remembered from earlier requests (auth.Caller)
+// instead of read again, and Apply decides the write against the session,
+// the account and the rules as committed: whatever changed since (role,
+// rules, a password change, the session's end) decides it, both ways, and
+// nothing is stored that the committed state forbids.
 func TestDB_RememberedCallerIsFenced(t *testing.T) {
 	clk := nodetest.NewClock(time.Now())
 	const ttl = time.Hour

@@ -60,12 +60,14 @@ type Accounts interface {
 	DisableTOTP(ctx context.Context, p *auth.Principal, code, addr string) (*auth.User, uint64, error)
 	Me(pid, uid string) (*auth.User, error)
 	Authenticate(token string) (*auth.Principal, error)
-	// AuthenticateGuard and RulesGuard also return the conditions a write
-	// carries so that a check made on local state holds at its commit.
-	AuthenticateGuard(token string) (*auth.Principal, []raftstore.Cond, error)
+	// Caller is Authenticate from what this node remembers of the token
+	// (writes: Apply decides whether the caller may write).
+	Caller(token string) (*auth.Principal, error)
 	Rules(pid string) (*auth.CompiledRules, error)
-	RulesGuard(pid string) (*auth.CompiledRules, raftstore.Cond, error)
-	SetRules(ctx context.Context, pid string, rs auth.RuleSet) (uint64, error)
+	SetRules(ctx context.Context, p *auth.Principal, rs auth.RuleSet) (uint64, error)
+	SetOwner(ctx context.Context, pid, email string) (*auth.User, uint64, error)
+	// CheckProject answers ErrProjectNotFound for a project that does not exist.
+	CheckProject(pid string) error
 	Origins(pid string) ([]string, error)
 	SetOrigins(ctx context.Context, p *auth.Principal, origins []string) ([]string, uint64, error)
 }
@@ -144,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) routes() {
 	s.mux.HandleFunc("/api/db", s.handleDB)
 	s.mux.HandleFunc("/api/db/rules", s.handleRules)
+	s.mux.HandleFunc("/api/db/batch", s.handleBatch)
 	s.mux.HandleFunc("/api/auth", s.handleAuth)
 	s.mux.HandleFunc("/api/authenticator/{op}", s.handleAuthenticator)
 	if s.realtime != nil {
@@ -155,6 +158,7 @@ func (s *Server) routes() {
 		s.pushRoutes()
 	}
 	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
+	s.mux.HandleFunc("/admin/projects/{id}/owner", s.admin(s.handleSetOwner))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
 	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))
 	s.mux.HandleFunc("/admin/backup", s.admin(s.handleBackup))

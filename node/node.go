@@ -204,6 +204,7 @@ func Start(cfg Config) (*Node, error) {
 		Secret:             cfg.ClusterSecret,
 		Voter:              !cfg.Edge,
 		OnLeader:           n.leaderDuties,
+		Decider:            auth.NewDecider(),
 		Tuning:             cfg.Tuning,
 		ChangeLogRetention: cfg.ChangeLogRetention,
 		Logger:             logger,
