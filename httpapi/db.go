@@ -251,7 +251,6 @@ func ifMatch(r *http.Request) (*uint64, error) {
 	return &n, nil
 }
 
-
 // writeCaller resolves the caller of a write to its project, from what this
 // node remembers of the token or its local state: no strong read (a quorum
 // round trip) on the write's path. That answer only places the write in the
