@@ -497,7 +497,8 @@ func buildImage(t *testing.T, root string) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := run(5*time.Minute, "", os.Environ(), "docker", "build", "-q", "-t", image, "-f", filepath.Join(root, "Dockerfile"), ctxDir); err != nil {
+	// Generous: the build context is small, but a loaded engine is slow.
+	if out, err := run(20*time.Minute, "", os.Environ(), "docker", "build", "-q", "-t", image, "-f", filepath.Join(root, "Dockerfile"), ctxDir); err != nil {
 		t.Fatalf("docker build: %v\n%s", err, out)
 	}
 	// The image the tag pointed at before is now dangling: drop such leftovers

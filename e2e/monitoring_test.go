@@ -169,10 +169,10 @@ func buildPrometheusImage(t *testing.T, root string) {
 	t.Helper()
 	start := time.Now()
 	ctxDir := filepath.Join(t.TempDir(), "prometheus-image")
-	if out, err := run(2*time.Minute, root, os.Environ(), filepath.Join(root, "deploy", "prometheus", "stage-rootfs.sh"), ctxDir); err != nil {
+	if out, err := run(5*time.Minute, root, os.Environ(), filepath.Join(root, "deploy", "prometheus", "stage-rootfs.sh"), ctxDir); err != nil {
 		t.Fatalf("staging the prometheus image: %v\n%s", err, out)
 	}
-	if out, err := run(5*time.Minute, "", os.Environ(), "docker", "build", "-q", "-t", promImage,
+	if out, err := run(20*time.Minute, "", os.Environ(), "docker", "build", "-q", "-t", promImage,
 		"-f", filepath.Join(root, "deploy", "prometheus", "Dockerfile"), ctxDir); err != nil {
 		t.Fatalf("docker build %s: %v\n%s", promImage, err, out)
 	}

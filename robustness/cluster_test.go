@@ -256,16 +256,18 @@ func startCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster 
 	if err := c.nodes[0].Start(); err != nil {
 		t.Fatal(err)
 	}
-	c.mustReady(c.nodes[0], 30*time.Second)
+	// Start-up bounds are generous: they bound setup, not a property under
+	// test, and `make test` runs other packages beside this one on two cores.
+	c.mustReady(c.nodes[0], 60*time.Second)
 	for _, n := range c.nodes[1:] {
 		if err := n.Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, n := range c.nodes {
-		c.mustReady(n, 30*time.Second)
+		c.mustReady(n, 60*time.Second)
 	}
-	c.checkFor(30*time.Second, "three voters and a leader", func() error {
+	c.checkFor(60*time.Second, "three voters and a leader", func() error {
 		st, err := c.status(c.nodes[0])
 		if err != nil {
 			return err

@@ -408,7 +408,7 @@ func TestBackupUnderLoadRestoreAndJoin(t *testing.T) {
 	}
 	t.Logf("restore took %v", time.Since(restoreStart).Round(time.Millisecond))
 	r1.mustStart()
-	rc.mustReady(r1, 30*time.Second)
+	rc.mustReady(r1, 60*time.Second)
 	st, err := rc.clusterStatus(r1)
 	if err != nil {
 		t.Fatal(err)

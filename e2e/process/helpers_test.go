@@ -220,15 +220,17 @@ func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *clus
 		p.Args = append(p.Args, "--join", c.nodes[0].url())
 	}
 	killAtCleanup(t, func() []*proc { return c.nodes }, 48<<10)
+	// Start-up bounds are generous: they bound setup, not a property under
+	// test, and `make test` runs other packages beside this one on two cores.
 	c.nodes[0].mustStart()
-	c.mustReady(c.nodes[0], 20*time.Second)
+	c.mustReady(c.nodes[0], 60*time.Second)
 	for _, p := range c.nodes[1:] {
 		p.mustStart()
 	}
 	for _, p := range c.nodes {
-		c.mustReady(p, 30*time.Second)
+		c.mustReady(p, 60*time.Second)
 	}
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	checkFor(t, 60*time.Second, 50*time.Millisecond, func() error {
 		st, err := c.clusterStatus(c.nodes[0])
 		if err != nil {
 			return err

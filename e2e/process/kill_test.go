@@ -230,7 +230,7 @@ func (w *streamWriter) maxRev() uint64 {
 // and checks no acknowledged write was lost or applied twice.
 func TestKillNineMidStreamAndRestart(t *testing.T) {
 	const n = 150 // acknowledged writes per phase
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	t0 := time.Now()
 	c := mustStartCluster(t, ctx, clusterOpts{})
@@ -450,7 +450,7 @@ func checkAcked(t *testing.T, c *cluster, p *proc, pr project, acks []ackedWrite
 // snapshot and serves every document locally.
 func TestKillNineFollowerCatchesUpAfterSnapshot(t *testing.T) {
 	const docs = 1000
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	t0 := time.Now()
 	// Frequent snapshots: every 64 entries, keeping 16, checked every 500ms

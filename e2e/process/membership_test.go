@@ -209,7 +209,7 @@ func TestClusterStatusAndRemoveWithTheBinary(t *testing.T) {
 // removed finds out when it starts again (it asks the members) and exits
 // with the reason instead of rejoining with its stale state.
 func TestNodeRemovedWhileStoppedRefusesToStart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := mustStartCluster(t, ctx, clusterOpts{})
 	leader := c.mustLeader(c.nodes[0], 10*time.Second)
@@ -242,7 +242,7 @@ func TestNodeRemovedWhileStoppedRefusesToStart(t *testing.T) {
 // grace period, and restarted on the same data dir it rejoins and catches up.
 func TestSIGTERMLeaderHandsOverUnderLoad(t *testing.T) {
 	const n = 100
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := mustStartCluster(t, ctx, clusterOpts{})
 	leader := c.mustLeader(c.nodes[0], 10*time.Second)

@@ -22,7 +22,7 @@ import (
 // leader over https and read back with strong reads on every node, and the
 // binary's healthcheck and cluster status reach the nodes with --ca-file.
 func TestTLSClusterOfProcesses(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	base := t.TempDir()
 	ca := testpki.NewCA(t, "process e2e CA")
@@ -53,7 +53,7 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 	killAtCleanup(t, func() []*proc { return nodes }, 32<<10)
 	ready := func(p *proc) {
 		t.Helper()
-		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		checkFor(t, 60*time.Second, 50*time.Millisecond, func() error {
 			if !p.Running() {
 				t.Fatalf("%s exited: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
 			}
@@ -80,7 +80,7 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 
 	// Cluster status through the binary, over https with --ca-file.
 	var st clusterStatus
-	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+	checkFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 		out, err := exec.CommandContext(ctx, binPath, "cluster", "status", "--server", urlOf[nodes[2]],
 			"--admin-token", adminToken, "--ca-file", caFile).CombinedOutput()
 		if err != nil {

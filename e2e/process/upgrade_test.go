@@ -102,7 +102,7 @@ func TestRollingUpgradeFromJSONEntries(t *testing.T) {
 		}
 		p.Bin = binPath
 		p.mustStart()
-		c.mustReady(p, 30*time.Second)
+		c.mustReady(p, 60*time.Second)
 		healthy()
 		writeEverywhere("after-" + p.id)
 		healthy()
