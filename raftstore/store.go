@@ -353,7 +353,7 @@ func (s *Store) watchTxnEncoding() {
 	for s.txnLevel.Load() < uint32(txnVersionLatest) {
 		if v := s.everyMemberReads(); uint32(v) > s.txnLevel.Load() {
 			s.txnLevel.Store(uint32(v))
-			s.logger.Info("writing newer txn entries: every member reads them", "txnVersion", v)
+			s.logger.Info(fmt.Sprintf("writing txn entries of version %d: every member reads them", v))
 			continue
 		}
 		select {

@@ -46,6 +46,7 @@ Usage:
                  [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
                  [--pprof-addr 127.0.0.1:6060]
   edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json] [--ca-file FILE]
+  edgebase project set-owner --server URL --admin-token T --project ID --email E [--ca-file FILE]
   edgebase cluster status|remove --server URL --admin-token T [--node-id ID] [--ca-file FILE]
   edgebase backup --server URL --admin-token T --out FILE [--ca-file FILE]
   edgebase backup --from-data-dir DIR --out FILE      (offline, from a stopped node's data)
@@ -82,11 +83,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		err = serve(args[1:], stdout, stderr)
 	case "project":
-		if len(args) < 2 || args[1] != "create" {
-			err = usageError("project create ...")
-			break
+		switch {
+		case len(args) >= 2 && args[1] == "create":
+			err = projectCreate(args[2:], stdout)
+		case len(args) >= 2 && args[1] == "set-owner":
+			err = projectSetOwner(args[2:], stdout)
+		default:
+			err = usageError("project create|set-owner ...")
 		}
-		err = projectCreate(args[2:], stdout)
 	case "cluster":
 		if len(args) < 2 || (args[1] != "status" && args[1] != "remove") {
 			err = usageError("cluster status|remove ...")
@@ -343,6 +347,42 @@ func projectCreate(args []string, stdout io.Writer) error {
 		return json.NewEncoder(stdout).Encode(out)
 	}
 	fmt.Fprintf(stdout, "project id: %s\nAPI key:    %s\nowner id:   %s\n", out.ProjectID, out.APIKey, out.OwnerID)
+	return nil
+}
+
+// projectSetOwner makes an account of a project an owner: the operator's
+// way back into a project whose owners are gone or locked out.
+func projectSetOwner(args []string, stdout io.Writer) error {
+	fs := newFlags("project set-owner")
+	server := fs.String("server", "", "URL of any node")
+	token := fs.String("admin-token", "", "admin token")
+	pid := fs.String("project", "", "project id")
+	email := fs.String("email", "", "email of the account to make an owner")
+	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *pid == "" || *email == "" {
+		return usageError("project set-owner needs --project and --email")
+	}
+	c, err := newClient(*server, *token)
+	if err != nil {
+		return err
+	}
+	if c.http, err = httpClientFor(*caFile, 60*time.Second); err != nil {
+		return err
+	}
+	var out struct {
+		User struct {
+			ID    string `json:"id"`
+			Email string `json:"email"`
+			Role  string `json:"role"`
+		} `json:"user"`
+	}
+	if err := c.do(http.MethodPut, "/admin/projects/"+url.PathEscape(*pid)+"/owner", map[string]string{"email": *email}, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s (%s) is now %s of project %s\n", out.User.Email, out.User.ID, out.User.Role, *pid)
 	return nil
 }
 

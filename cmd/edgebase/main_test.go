@@ -107,6 +107,40 @@ func TestOperatorCommandsAgainstACluster(t *testing.T) {
 		map[string]any{"collection": "backup/me", "data": map[string]string{"keep": "this"}}, nil); st != http.StatusCreated {
 		t.Fatalf("write: %d", st)
 	}
+	// The operator makes a registered account an owner of the project.
+	var reg struct {
+		Token string
+		User  struct{ ID string }
+	}
+	if st := c.Do(2, http.MethodPost, "/api/auth", map[string]string{"X-Project-Id": created.ProjectID, "X-API-Key": created.APIKey},
+		map[string]string{"action": "register", "email": "second@example.com", "password": "another fine password"}, &reg); st != http.StatusCreated {
+		t.Fatalf("register: %d", st)
+	}
+	if code, out, errs := runCLI(t, "project", "set-owner", "--server", url, "--admin-token", nodetest.AdminToken,
+		"--project", created.ProjectID, "--email", "Second@Example.com"); code != 0 || !strings.Contains(out, "is now owner") {
+		t.Fatalf("project set-owner: %d %q %q", code, out, errs)
+	}
+	var me struct{ User struct{ Role string } }
+	if st := c.Do(0, http.MethodPost, "/api/auth", map[string]string{"X-Project-Id": created.ProjectID, "X-API-Key": created.APIKey, "Authorization": "Bearer " + reg.Token},
+		map[string]string{"action": "me"}, &me); st != http.StatusOK || me.User.Role != "owner" {
+		t.Fatalf("me after set-owner: %d role %q, want owner", st, me.User.Role)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--project", created.ProjectID, "--email", "nobody@example.com"}, 1, "not_found"},
+		{[]string{"--project", "nosuchproject", "--email", "second@example.com"}, 1, "not_found"},
+		{[]string{"--project", created.ProjectID, "--email", "not an email"}, 1, "invalid_argument"},
+		{[]string{"--project", created.ProjectID}, 2, "--project and --email"},
+	} {
+		args := append([]string{"project", "set-owner", "--server", url, "--admin-token", nodetest.AdminToken}, tc.args...)
+		if code, _, errs := runCLI(t, args...); code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("set-owner %v: %d %q, want %d with %q", tc.args, code, errs, tc.code, tc.want)
+		}
+	}
+
 	file := filepath.Join(t.TempDir(), "snap.bak")
 	if code, _, errs := runCLI(t, "backup", "--server", url, "--admin-token", nodetest.AdminToken, "--out", file); code != 0 {
 		t.Fatalf("backup: %d %s", code, errs)

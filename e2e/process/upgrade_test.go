@@ -110,8 +110,8 @@ func TestRollingUpgradeFromJSONEntries(t *testing.T) {
 
 	for _, p := range c.nodes {
 		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-			if !p.LogContains("writing binary txn entries") {
-				return fmt.Errorf("%s has not switched to binary txn entries", p.id)
+			if !p.LogContains("writing txn entries of version 3") {
+				return fmt.Errorf("%s has not switched to txn entries decided in Apply (version 3)", p.id)
 			}
 			return nil
 		})
