@@ -189,17 +189,11 @@ func (s *Store) SnapshotRead(path string, prefix bool, pageSize int, fn func(rev
 	if pageSize < 1 {
 		pageSize = 1
 	}
-	s.fsm.mu.RLock()
-	db := s.fsm.db
-	if db == nil {
-		s.fsm.mu.RUnlock()
-		return 0, ErrClosed
+	db, release, err := s.fsm.pin()
+	if err != nil {
+		return 0, err
 	}
-	// Whoever closes this database waits for the guard: our transaction first.
-	guard := s.fsm.guard
-	guard.RLock()
-	s.fsm.mu.RUnlock()
-	defer guard.RUnlock()
+	defer release()
 	txn := db.NewTransaction(false)
 	defer txn.Discard()
 	rev, _, err := readUint64(txn, keyApplied)

@@ -371,7 +371,7 @@ func TestChangeLog_GeneratedLogReplaysToTreeState(t *testing.T) {
 	}
 	committed := map[uint64]bool{}
 	for i, r := range results {
-		if res, ok := r.(*TxnResult); ok && res.OK() && logs[i].Type == raft.LogCommand && CommandType(logs[i].Data[0]) == CmdTxn {
+		if res, ok := r.(*TxnResult); ok && res.OK() && logs[i].Type == raft.LogCommand && commandType(logs[i].Data[0]) == cmdTxn {
 			committed[logs[i].Index] = true
 		}
 	}

@@ -7,15 +7,15 @@ import (
 	"fmt"
 )
 
-// CommandType is the first byte of every log entry we propose. It selects the
+// commandType is the first byte of every log entry we propose. It selects the
 // decoder; the second byte is the encoding version of that type.
-type CommandType byte
+type commandType byte
 
 const (
-	// CmdTxn is a conditional multi-operation transaction over the tree.
-	CmdTxn CommandType = 1
-	// CmdNoop commits nothing but advances the revision (used for barriers and tests).
-	CmdNoop CommandType = 2
+	// cmdTxn is a conditional multi-operation transaction over the tree.
+	cmdTxn commandType = 1
+	// cmdNoop commits nothing but advances the revision (used for barriers and tests).
+	cmdNoop commandType = 2
 )
 
 // Encoding versions of CmdTxn. Entries are written in the binary encoding
@@ -212,11 +212,11 @@ func EncodeTxn(t *Txn) ([]byte, error) { return encodeTxnDecided(t) }
 // checks).
 func encodeTxnJSON(t *Txn) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Write([]byte{byte(CmdTxn), txnVersion})
+	buf.Write([]byte{byte(cmdTxn), txnVersion})
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(t); err != nil {
-		return nil, fmt.Errorf("encode command %d: %w", CmdTxn, err)
+		return nil, fmt.Errorf("encode command %d: %w", cmdTxn, err)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
@@ -227,7 +227,7 @@ var errUnknownCommand = errors.New("unknown command type or version")
 
 // decodeTxn parses a CmdTxn entry body.
 func decodeTxn(b []byte) (*Txn, error) {
-	if len(b) < 2 || CommandType(b[0]) != CmdTxn {
+	if len(b) < 2 || commandType(b[0]) != cmdTxn {
 		return nil, errUnknownCommand
 	}
 	switch b[1] {

@@ -112,7 +112,7 @@ func applyOp(cur *Document, op *Op, index uint64, t *Txn) (*Document, OpError) {
 		if cur == nil {
 			return nil, ErrCodeNotFound
 		}
-		data, code := ApplyFieldOp(cur.Data, *op)
+		data, code := applyFieldOp(cur.Data, *op)
 		if code != ErrCodeNone {
 			return nil, code
 		}

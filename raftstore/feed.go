@@ -47,8 +47,8 @@ type Feed struct {
 	dropped   atomic.Uint64 // subscribers cut off for lagging
 }
 
-// NewFeed returns an empty feed.
-func NewFeed() *Feed { return &Feed{subs: map[*Subscription]struct{}{}} }
+// newFeed returns an empty feed.
+func newFeed() *Feed { return &Feed{subs: map[*Subscription]struct{}{}} }
 
 // Subscription receives batches in commit order until it is closed or dropped.
 type Subscription struct {

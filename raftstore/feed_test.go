@@ -64,7 +64,7 @@ func assertRevisions(t *testing.T, batches []Batch, from uint64) {
 }
 
 func TestFeed_SubscribersReceiveBatchesInOrder(t *testing.T) {
-	f := NewFeed()
+	f := newFeed()
 	a, b := f.Subscribe(200), f.Subscribe(200)
 	publishAll(t, f, 1, 150, 5*time.Second)
 	assertRevisions(t, readN(t, a, 150, time.Second), 1)
@@ -80,7 +80,7 @@ func TestFeed_SubscribersReceiveBatchesInOrder(t *testing.T) {
 
 func TestFeed_LaggingSubscriberIsDroppedWithoutBlocking(t *testing.T) {
 	const n = 1000
-	f := NewFeed()
+	f := newFeed()
 	slow := f.Subscribe(1) // never reads
 	fast := f.Subscribe(n)
 	var got []Batch
@@ -128,7 +128,7 @@ func TestFeed_LaggingSubscriberIsDroppedWithoutBlocking(t *testing.T) {
 
 // A subscriber with a queue of one that keeps up is never dropped.
 func TestFeed_KeepingUpWithBufferOneIsEnough(t *testing.T) {
-	f := NewFeed()
+	f := newFeed()
 	sub := f.Subscribe(0) // rounds up to 1
 	if cap(sub.ch) != 1 {
 		t.Fatalf("Subscribe(0) queue %d, want 1", cap(sub.ch))
@@ -143,7 +143,7 @@ func TestFeed_KeepingUpWithBufferOneIsEnough(t *testing.T) {
 }
 
 func TestFeed_CloseEndsSubscription(t *testing.T) {
-	f := NewFeed()
+	f := newFeed()
 	closed, other := f.Subscribe(4), f.Subscribe(4)
 	closed.Close()
 	closed.Close() // idempotent
@@ -168,7 +168,7 @@ func TestFeed_CloseEndsSubscription(t *testing.T) {
 // Subscribers come and go while Apply publishes; nothing may panic (a send on
 // a closed channel) or race.
 func TestFeed_CloseConcurrentWithPublish(t *testing.T) {
-	f := NewFeed()
+	f := newFeed()
 	stop := make(chan struct{})
 	pubDone := make(chan struct{})
 	go func() {

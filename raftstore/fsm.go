@@ -283,10 +283,10 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil, w
 	}
-	switch CommandType(l.Data[0]) {
-	case CmdNoop:
+	switch commandType(l.Data[0]) {
+	case cmdNoop:
 		return &TxnResult{Revision: l.Index}, w
-	case CmdTxn:
+	case cmdTxn:
 		t, err := decodeTxn(l.Data)
 		if err != nil {
 			f.fatal("decode command", l.Index, err)
@@ -521,14 +521,14 @@ func applyTxn(ov *overlay, index uint64, t *Txn, dec Decider) *TxnResult {
 	// its memtable: bound what one transaction may leave written, so a small
 	// command of field ops on large documents is refused, identically on
 	// every replica, instead of failing Apply everywhere.
-	if finalSize(ov.w) > MaxTxnWriteBytes {
+	if finalSize(ov.w) > maxTxnWriteBytes {
 		return failOp(ErrCodeTooLarge, len(t.Ops)-1)
 	}
 	return res
 }
 
-// MaxTxnWriteBytes bounds the documents one transaction leaves written.
-const MaxTxnWriteBytes = 4 << 20
+// maxTxnWriteBytes bounds the documents one transaction leaves written.
+const maxTxnWriteBytes = 4 << 20
 
 // finalSize is the size of the final document of every path w wrote.
 func finalSize(w *entryWrites) int {
@@ -689,6 +689,20 @@ func (f *fsm) catchUpToSnapshot(snaps raft.SnapshotStore) error {
 	}
 	f.logger.Warn("tree is behind the newest snapshot; restoring it", "applied", f.applied.get(), "snapshot", meta.Index)
 	return f.Restore(rc)
+}
+
+// pin returns the live database for a long read that must not hold f.mu
+// (a snapshot read, a backup): whoever closes or replaces the database waits
+// for release first (see guard).
+func (f *fsm) pin() (*badger.DB, func(), error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.db == nil {
+		return nil, nil, ErrClosed
+	}
+	guard := f.guard
+	guard.RLock()
+	return f.db, guard.RUnlock, nil
 }
 
 // view runs fn in a read transaction on the live database.

@@ -323,7 +323,7 @@ func TestFSM_ReplayAfterRestartSkipsAppliedEntries(t *testing.T) {
 			applyInBatches(f, logs[:n], func() int { return 2 })
 			mustCloseFSM(t, f)
 
-			feed := NewFeed()
+			feed := newFeed()
 			sub := feed.Subscribe(100)
 			f = mustOpenFSMWithFeed(t, dir, feed)
 			if got := f.applied.get(); got != uint64(n) {
@@ -729,7 +729,7 @@ func TestFSM_TxnSemantics(t *testing.T) {
 // An entry that is not a known command must stop the node, not be skipped.
 func TestFSM_UndecodableEntryIsFatal(t *testing.T) {
 	f := mustOpenFSM(t, t.TempDir())
-	for _, data := range [][]byte{{99, 1, '{', '}'}, {byte(CmdTxn), 9, '{', '}'}, {byte(CmdTxn), txnVersion, '{'}} {
+	for _, data := range [][]byte{{99, 1, '{', '}'}, {byte(cmdTxn), 9, '{', '}'}, {byte(cmdTxn), txnVersion, '{'}} {
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -1044,7 +1044,7 @@ func dumpApplied(t *testing.T, d []kv) uint64 {
 
 // rawTxnLog frames a hand-written CmdTxn body.
 func rawTxnLog(idx uint64, body string) *raft.Log {
-	return &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: append([]byte{byte(CmdTxn), txnVersion}, body...)}
+	return &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: append([]byte{byte(cmdTxn), txnVersion}, body...)}
 }
 
 func mkdirWithFile(dir string) error {

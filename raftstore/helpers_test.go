@@ -26,7 +26,7 @@ func testTime(idx uint64) int64 { return 1_700_000_000_000_000_000 + int64(idx)*
 // test ends (close is idempotent, so tests may close it themselves).
 func mustOpenFSM(t *testing.T, dir string) *fsm {
 	t.Helper()
-	return mustOpenFSMWithFeed(t, dir, NewFeed())
+	return mustOpenFSMWithFeed(t, dir, newFeed())
 }
 
 func mustOpenFSMWithFeed(t *testing.T, dir string, feed *Feed) *fsm {
@@ -67,7 +67,7 @@ func confLog(idx uint64) *raft.Log {
 }
 
 func noopLog(idx uint64) *raft.Log {
-	return &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: []byte{byte(CmdNoop), 1}}
+	return &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: []byte{byte(cmdNoop), 1}}
 }
 
 // applyOne applies one txn as its own batch at idx and returns its result.

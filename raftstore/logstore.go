@@ -24,8 +24,8 @@ var ErrKeyNotFound = errors.New("not found")
 var errLogStoreClosed = errors.New("raftstore: log store is closed")
 
 var (
-	_ raft.LogStore    = (*LogStore)(nil)
-	_ raft.StableStore = (*LogStore)(nil)
+	_ raft.LogStore    = (*logStore)(nil)
+	_ raft.StableStore = (*logStore)(nil)
 )
 
 // Key layout. Every key starts with a one-byte prefix so that the two kinds
@@ -50,14 +50,14 @@ const logEncodingV1 byte = 1
 // before deleting them, bounding memory for very large ranges.
 const deleteChunk = 4096
 
-// LogStore is a raft.LogStore and raft.StableStore backed by Badger v4.
+// logStore is a raft.LogStore and raft.StableStore backed by Badger v4.
 //
 // Every write is synced to disk before it returns (Badger SyncWrites), so an
 // entry acknowledged to raft survives kill -9 and power loss.
 //
 // It is safe for concurrent use. Writes (StoreLog(s), DeleteRange, Set*) are
 // serialised; reads run concurrently with each other and with writes.
-type LogStore struct {
+type logStore struct {
 	db *badger.DB
 
 	// closeMu guards closed: every operation holds it for reading, Close holds
@@ -76,10 +76,10 @@ type LogStore struct {
 	first, last uint64
 }
 
-// OpenLogStore opens (creating if needed) a Badger-backed raft log and
+// openLogStore opens (creating if needed) a Badger-backed raft log and
 // stable store in dir. Badger's own logging is forwarded to logger (errors
 // and warnings only); a nil logger means slog.Default().
-func OpenLogStore(dir string, logger *slog.Logger) (*LogStore, error) {
+func openLogStore(dir string, logger *slog.Logger) (*logStore, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -115,7 +115,7 @@ func OpenLogStore(dir string, logger *slog.Logger) (*LogStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open badger log store at %q: %w", dir, err)
 	}
-	s := &LogStore{db: db}
+	s := &logStore{db: db}
 	if err := s.reloadBounds(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("raftstore: open badger log store at %q: %w", dir, err)
@@ -125,7 +125,7 @@ func OpenLogStore(dir string, logger *slog.Logger) (*LogStore, error) {
 
 // Close closes the underlying Badger database. It waits for in-flight
 // operations; later calls return an error. Closing twice is a no-op.
-func (s *LogStore) Close() error {
+func (s *logStore) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {
@@ -140,7 +140,7 @@ func (s *LogStore) Close() error {
 
 // acquire takes the read side of closeMu, failing if the store is closed.
 // The caller must call s.closeMu.RUnlock when it succeeds.
-func (s *LogStore) acquire() error {
+func (s *logStore) acquire() error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -150,20 +150,20 @@ func (s *LogStore) acquire() error {
 }
 
 // FirstIndex returns the first index written, or 0 if there are no entries.
-func (s *LogStore) FirstIndex() (uint64, error) {
+func (s *logStore) FirstIndex() (uint64, error) {
 	first, _, err := s.bounds()
 	return first, err
 }
 
 // LastIndex returns the last index written, or 0 if there are no entries.
-func (s *LogStore) LastIndex() (uint64, error) {
+func (s *logStore) LastIndex() (uint64, error) {
 	_, last, err := s.bounds()
 	return last, err
 }
 
 // bounds returns the cached first and last index, reloading them from disk
 // if a failed write left the cache invalid.
-func (s *LogStore) bounds() (first, last uint64, err error) {
+func (s *logStore) bounds() (first, last uint64, err error) {
 	if err := s.acquire(); err != nil {
 		return 0, 0, err
 	}
@@ -189,7 +189,7 @@ func (s *LogStore) bounds() (first, last uint64, err error) {
 
 // reloadBounds recomputes the cached bounds from disk. The caller holds
 // writeMu (or has exclusive access, as in OpenLogStore).
-func (s *LogStore) reloadBounds() error {
+func (s *logStore) reloadBounds() error {
 	first, okFirst, err := s.seekLog(0, false)
 	if err != nil {
 		return fmt.Errorf("read first log index: %w", err)
@@ -205,7 +205,7 @@ func (s *LogStore) reloadBounds() error {
 	return nil
 }
 
-func (s *LogStore) setBounds(hasLogs bool, first, last uint64) {
+func (s *logStore) setBounds(hasLogs bool, first, last uint64) {
 	s.boundsMu.Lock()
 	defer s.boundsMu.Unlock()
 	s.boundsValid = true
@@ -216,7 +216,7 @@ func (s *LogStore) setBounds(hasLogs bool, first, last uint64) {
 	s.first, s.last = first, last
 }
 
-func (s *LogStore) invalidateBounds() {
+func (s *logStore) invalidateBounds() {
 	s.boundsMu.Lock()
 	defer s.boundsMu.Unlock()
 	s.boundsValid = false
@@ -225,7 +225,7 @@ func (s *LogStore) invalidateBounds() {
 // seekLog returns the index of the first log entry >= from (or, if reverse,
 // the last entry <= from), using a key-only iterator. Seeking straight to
 // the boundary skips any tombstones left in front of it by DeleteRange.
-func (s *LogStore) seekLog(from uint64, reverse bool) (index uint64, found bool, err error) {
+func (s *logStore) seekLog(from uint64, reverse bool) (index uint64, found bool, err error) {
 	err = s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{
 			PrefetchValues: false,
@@ -249,7 +249,7 @@ func (s *LogStore) seekLog(from uint64, reverse bool) (index uint64, found bool,
 
 // GetLog reads the entry at index into log. A missing entry yields
 // raft.ErrLogNotFound (unwrapped: raft compares it with ==).
-func (s *LogStore) GetLog(index uint64, log *raft.Log) error {
+func (s *logStore) GetLog(index uint64, log *raft.Log) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func (s *LogStore) GetLog(index uint64, log *raft.Log) error {
 }
 
 // StoreLog stores a single log entry.
-func (s *LogStore) StoreLog(log *raft.Log) error {
+func (s *logStore) StoreLog(log *raft.Log) error {
 	return s.StoreLogs([]*raft.Log{log})
 }
 
@@ -290,7 +290,7 @@ func (s *LogStore) StoreLog(log *raft.Log) error {
 // therefore leaves a prefix of the batch, which raft handles like a
 // follower that received fewer entries. The call only returns nil once
 // every entry is durable.
-func (s *LogStore) StoreLogs(logs []*raft.Log) error {
+func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -335,7 +335,7 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 // DeleteRange deletes the entries with index in [lo, hi], inclusive. Only
 // keys that exist are deleted: they are read with a key-only iterator and
 // removed in synced transactions of bounded size.
-func (s *LogStore) DeleteRange(lo, hi uint64) error {
+func (s *logStore) DeleteRange(lo, hi uint64) error {
 	if lo > hi {
 		return nil
 	}
@@ -358,7 +358,7 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 	return nil
 }
 
-func (s *LogStore) deleteRange(lo, hi uint64) error {
+func (s *logStore) deleteRange(lo, hi uint64) error {
 	keys := make([][]byte, 0, deleteChunk)
 	flush := func() error {
 		if len(keys) == 0 {
@@ -413,7 +413,7 @@ func (s *LogStore) deleteRange(lo, hi uint64) error {
 
 // adjustBoundsAfterDelete updates the cached bounds after [lo, hi] (lo <= hi)
 // was deleted. The caller holds writeMu.
-func (s *LogStore) adjustBoundsAfterDelete(lo, hi uint64) error {
+func (s *logStore) adjustBoundsAfterDelete(lo, hi uint64) error {
 	s.boundsMu.Lock()
 	valid, has, first, last := s.boundsValid, s.hasLogs, s.first, s.last
 	s.boundsMu.Unlock()
@@ -452,7 +452,7 @@ func (s *LogStore) adjustBoundsAfterDelete(lo, hi uint64) error {
 }
 
 // Set stores a stable key.
-func (s *LogStore) Set(key, val []byte) error {
+func (s *logStore) Set(key, val []byte) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
@@ -469,7 +469,7 @@ func (s *LogStore) Set(key, val []byte) error {
 
 // Get returns the value of a stable key, or ErrKeyNotFound (unwrapped) if it
 // does not exist.
-func (s *LogStore) Get(key []byte) ([]byte, error) {
+func (s *logStore) Get(key []byte) ([]byte, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -494,13 +494,13 @@ func (s *LogStore) Get(key []byte) ([]byte, error) {
 }
 
 // SetUint64 stores val under key as 8 big-endian bytes.
-func (s *LogStore) SetUint64(key []byte, val uint64) error {
+func (s *logStore) SetUint64(key []byte, val uint64) error {
 	return s.Set(key, binary.BigEndian.AppendUint64(nil, val))
 }
 
 // GetUint64 returns the uint64 stored under key. A missing key yields 0 and
 // ErrKeyNotFound, as raft-boltdb does.
-func (s *LogStore) GetUint64(key []byte) (uint64, error) {
+func (s *logStore) GetUint64(key []byte) (uint64, error) {
 	val, err := s.Get(key)
 	if err != nil {
 		return 0, err
@@ -515,7 +515,7 @@ func (s *LogStore) GetUint64(key []byte) (uint64, error) {
 // starting a new transaction whenever Badger reports ErrTxnTooBig. Every
 // transaction is committed (and, with SyncWrites, synced) before the next
 // one starts.
-func (s *LogStore) update(n int, apply func(txn *badger.Txn, i int) error) error {
+func (s *logStore) update(n int, apply func(txn *badger.Txn, i int) error) error {
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	for i := 0; i < n; i++ {

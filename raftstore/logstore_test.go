@@ -29,9 +29,9 @@ func testLogger() *slog.Logger {
 
 // mustOpenLogStore opens a store in dir and closes it when the test ends
 // (Close is idempotent, so tests may also close it themselves).
-func mustOpenLogStore(t *testing.T, dir string) *LogStore {
+func mustOpenLogStore(t *testing.T, dir string) *logStore {
 	t.Helper()
-	s, err := OpenLogStore(dir, testLogger())
+	s, err := openLogStore(dir, testLogger())
 	if err != nil {
 		t.Fatalf("OpenLogStore(%q): %v", dir, err)
 	}
@@ -43,7 +43,7 @@ func mustOpenLogStore(t *testing.T, dir string) *LogStore {
 	return s
 }
 
-func mustClose(t *testing.T, s *LogStore) {
+func mustClose(t *testing.T, s *logStore) {
 	t.Helper()
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -59,14 +59,14 @@ func testRaftLog(idx uint64, data string) *raft.Log {
 	}
 }
 
-func mustStoreLogs(t *testing.T, s *LogStore, logs ...*raft.Log) {
+func mustStoreLogs(t *testing.T, s *logStore, logs ...*raft.Log) {
 	t.Helper()
 	if err := s.StoreLogs(logs); err != nil {
 		t.Fatalf("StoreLogs(%d entries): %v", len(logs), err)
 	}
 }
 
-func mustGetLog(t *testing.T, s *LogStore, idx uint64) *raft.Log {
+func mustGetLog(t *testing.T, s *logStore, idx uint64) *raft.Log {
 	t.Helper()
 	var l raft.Log
 	if err := s.GetLog(idx, &l); err != nil {
@@ -75,7 +75,7 @@ func mustGetLog(t *testing.T, s *LogStore, idx uint64) *raft.Log {
 	return &l
 }
 
-func mustBounds(t *testing.T, s *LogStore, wantFirst, wantLast uint64) {
+func mustBounds(t *testing.T, s *logStore, wantFirst, wantLast uint64) {
 	t.Helper()
 	first, err := s.FirstIndex()
 	if err != nil {
@@ -90,7 +90,7 @@ func mustBounds(t *testing.T, s *LogStore, wantFirst, wantLast uint64) {
 	}
 }
 
-func mustLogMissing(t *testing.T, s *LogStore, idx uint64) {
+func mustLogMissing(t *testing.T, s *logStore, idx uint64) {
 	t.Helper()
 	var l raft.Log
 	if err := s.GetLog(idx, &l); err != raft.ErrLogNotFound {
@@ -128,7 +128,7 @@ func mustEventually(t *testing.T, timeout time.Duration, what string, cond func(
 // ---- raft-boltdb contract --------------------------------------------------
 
 func TestLogStore_Implements(t *testing.T) {
-	var s any = &LogStore{}
+	var s any = &logStore{}
 	if _, ok := s.(raft.LogStore); !ok {
 		t.Fatal("LogStore does not implement raft.LogStore")
 	}
@@ -159,7 +159,7 @@ func TestLogStore_OpenCreatesDirWithDurableOptions(t *testing.T) {
 func TestLogStore_SurvivesKill(t *testing.T) {
 	const envDir = "RAFTSTORE_KILL_TEST_DIR"
 	if dir := os.Getenv(envDir); dir != "" {
-		s, err := OpenLogStore(dir, testLogger())
+		s, err := openLogStore(dir, testLogger())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child open:", err)
 			os.Exit(2)
@@ -785,7 +785,7 @@ func testRaftConfig() *raft.Config {
 	return conf
 }
 
-func mustNewRaft(t *testing.T, store *LogStore, fsm raft.FSM, addr raft.ServerAddress) (*raft.Raft, raft.ServerAddress) {
+func mustNewRaft(t *testing.T, store *logStore, fsm raft.FSM, addr raft.ServerAddress) (*raft.Raft, raft.ServerAddress) {
 	t.Helper()
 	addr, trans := raft.NewInmemTransport(addr)
 	r, err := raft.NewRaft(testRaftConfig(), fsm, store, store, raft.NewInmemSnapshotStore(), trans)

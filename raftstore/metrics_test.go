@@ -9,7 +9,7 @@ import (
 // TestFeedStats: the lag of the slowest subscriber follows what it has
 // taken from its queue, and subscribers cut off for lagging are counted.
 func TestFeedStats(t *testing.T) {
-	f := NewFeed()
+	f := newFeed()
 	check := func(what string, subs int, lag, dropped uint64) {
 		t.Helper()
 		gs, gl, gd := f.stats()

@@ -222,7 +222,7 @@ func buildRestore(ctx context.Context, cfg RestoreConfig, staging string) (Resto
 		return out, fmt.Errorf("close tree db: %w", err)
 	}
 
-	logs, err := OpenLogStore(filepath.Join(staging, "raft"), cfg.Logger)
+	logs, err := openLogStore(filepath.Join(staging, "raft"), cfg.Logger)
 	if err != nil {
 		return out, err
 	}

@@ -158,7 +158,7 @@ type Store struct {
 	cfg       Config
 	logger    *slog.Logger
 	raft      *raft.Raft
-	logs      *LogStore
+	logs      *logStore
 	fsm       *fsm
 	feed      *Feed
 	transport raft.Transport
@@ -210,7 +210,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cfg.Tuning = cfg.Tuning.withDefaults()
 	logger := cfg.Logger
-	s := &Store{cfg: cfg, logger: logger, feed: NewFeed(), stop: make(chan struct{}), client: cfg.HTTPClient,
+	s := &Store{cfg: cfg, logger: logger, feed: newFeed(), stop: make(chan struct{}), client: cfg.HTTPClient,
 		metrics: newStoreMetrics(cfg.Registerer), opened: time.Now()}
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, TLSClientConfig: cfg.HTTPTLS}}
@@ -226,7 +226,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.logs, err = OpenLogStore(filepath.Join(cfg.Dir, "raft"), logger); err != nil {
+	if s.logs, err = openLogStore(filepath.Join(cfg.Dir, "raft"), logger); err != nil {
 		return nil, err
 	}
 	if s.fsm, err = openFSM(filepath.Join(cfg.Dir, "tree"), logger, s.feed); err != nil {
@@ -891,15 +891,11 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (uint64, error) {
 		case <-ctx.Done():
 		}
 	}()
-	s.fsm.mu.RLock()
-	db, guard := s.fsm.db, s.fsm.guard
-	if db == nil {
-		s.fsm.mu.RUnlock()
-		return 0, ErrClosed
+	db, release, err := s.fsm.pin()
+	if err != nil {
+		return 0, err
 	}
-	guard.RLock()
-	s.fsm.mu.RUnlock()
-	defer guard.RUnlock()
+	defer release()
 	info, err := writeBackup(ctx, db, s.cfg.NodeID, time.Now(), w)
 	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)

@@ -140,10 +140,10 @@ func listChildren(txn *badger.Txn, parent, after string, limit int) ([]*Document
 	return out, "", nil
 }
 
-// ApplyFieldOp returns a document's data after a set, rename or delete field
+// applyFieldOp returns a document's data after a set, rename or delete field
 // op, or why the op is refused. Apply uses it, and so does the REST layer to
 // show the access rules the document exactly as it will be stored.
-func ApplyFieldOp(data json.RawMessage, op Op) (json.RawMessage, OpError) {
+func applyFieldOp(data json.RawMessage, op Op) (json.RawMessage, OpError) {
 	if op.Kind != OpDeleteField && !json.Valid(op.Data) {
 		return nil, ErrCodeInvalid
 	}

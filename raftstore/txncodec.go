@@ -43,7 +43,7 @@ func encodeTxnDecided(t *Txn) ([]byte, error) { return encodeTxnVersion(t, txnVe
 
 func encodeTxnVersion(t *Txn, version byte) ([]byte, error) {
 	if version < txnVersionDecided && t.needsDecided() {
-		return nil, fmt.Errorf("encode command %d: a txn with a caller, a match or a %s op needs version %d", CmdTxn, "decided", txnVersionDecided)
+		return nil, fmt.Errorf("encode command %d: a txn with a caller, a match or a %s op needs version %d", cmdTxn, "decided", txnVersionDecided)
 	}
 	n := 2 + binary.MaxVarintLen64*4 + len(t.Caller)
 	for _, c := range t.Conds {
@@ -53,7 +53,7 @@ func encodeTxnVersion(t *Txn, version byte) ([]byte, error) {
 		n += 6*binary.MaxVarintLen64 + 1 + len(op.Kind) + len(op.Path) + len(op.Data) + len(op.Field) + len(op.NewField)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, byte(CmdTxn), version)
+	b = append(b, byte(cmdTxn), version)
 	b = binary.AppendVarint(b, t.Time)
 	if version >= txnVersionDecided {
 		b = appendStr(b, t.Caller)
@@ -74,7 +74,7 @@ func encodeTxnVersion(t *Txn, version byte) ([]byte, error) {
 		} else {
 			data.Reset()
 			if err := json.Compact(&data, op.Data); err != nil {
-				return nil, fmt.Errorf("encode command %d: op %d data: %w", CmdTxn, i, err)
+				return nil, fmt.Errorf("encode command %d: op %d data: %w", cmdTxn, i, err)
 			}
 			b = binary.AppendUvarint(b, uint64(data.Len()))
 			b = append(b, data.Bytes()...)

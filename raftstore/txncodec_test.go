@@ -90,7 +90,7 @@ func TestTxnCodec_RoundTripAndAgreesWithJSON(t *testing.T) {
 		if err != nil {
 			t.Fatalf("txn %d: encode: %v", i, err)
 		}
-		if b[0] != byte(CmdTxn) || b[1] != txnVersionLatest {
+		if b[0] != byte(cmdTxn) || b[1] != txnVersionLatest {
 			t.Fatalf("txn %d: framed as type %d version %d", i, b[0], b[1])
 		}
 		// The version 2 entry of the same txn (what the binary before
@@ -169,7 +169,7 @@ func TestTxnCodec_MalformedEntriesAreRefused(t *testing.T) {
 	if _, err := decodeTxn(append(append([]byte(nil), b...), 0)); !errors.Is(err, errBadTxn) {
 		t.Fatalf("a trailing byte: err %v, want errBadTxn", err)
 	}
-	head := []byte{byte(CmdTxn), txnVersionBinary, 0} // time 0
+	head := []byte{byte(cmdTxn), txnVersionBinary, 0} // time 0
 	for name, body := range map[string][]byte{
 		"ifExists 2":            {0, 1, 0, 0, 0, 0, 0, 2},
 		"cond count past entry": {0xff, 0xff, 0xff, 0xff, 0x0f},
@@ -182,7 +182,7 @@ func TestTxnCodec_MalformedEntriesAreRefused(t *testing.T) {
 		}
 	}
 	for _, v := range []byte{0, 4, 255} {
-		if _, err := decodeTxn([]byte{byte(CmdTxn), v, 0, 0, 0}); !errors.Is(err, errUnknownCommand) {
+		if _, err := decodeTxn([]byte{byte(cmdTxn), v, 0, 0, 0}); !errors.Is(err, errUnknownCommand) {
 			t.Errorf("version %d: err %v, want errUnknownCommand", v, err)
 		}
 	}
@@ -257,7 +257,7 @@ func entryVersion(t *testing.T, s *Store, idx uint64) byte {
 	if err := s.logs.GetLog(idx, &l); err != nil {
 		t.Fatalf("log entry %d: %v", idx, err)
 	}
-	if len(l.Data) < 2 || l.Data[0] != byte(CmdTxn) {
+	if len(l.Data) < 2 || l.Data[0] != byte(cmdTxn) {
 		t.Fatalf("log entry %d is not a txn: %q", idx, l.Data)
 	}
 	return l.Data[1]
