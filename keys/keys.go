@@ -1,0 +1,260 @@
+// Package keys is the one owner of the key schema of the replicated document
+// tree: every path the domain packages (auth, push, realtime) read or write
+// is built, and every such path is taken apart, here, so that no other
+// package spells a path string.
+//
+// The tree holds three kinds of state:
+//
+//   - User documents at <pid>/<path>: the project's data, as /api/db and
+//     realtime name it (Doc, Rel). A client-written path never has a segment
+//     starting with "_".
+//   - Per-project system state under reserved "_" segments of the project:
+//     accounts (<pid>/_users/<uid>), the email index, rules, allowed origins,
+//     and push state (devices, topics, preferences, notifications, schedules,
+//     the inbox that realtime delivers). IsReserved tells such a path apart.
+//   - Cluster-wide state under raftstore.SystemPrefix ("_sys/"): projects,
+//     sessions, login tickets, verify tokens, rate-limit counters and the
+//     push dispatcher's queues. raftstore keeps its own cluster-internal keys
+//     (NodeRecordPath, RemovedPath).
+//
+// The layout is stored data: every function here must keep producing the
+// same bytes as the binaries that wrote the tree (keys_test.go pins them).
+package keys
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgebase/edgebase/raftstore"
+)
+
+const sep = "/"
+
+// ---- generic ---------------------------------------------------------------
+
+// Under is the prefix of everything below dir: dir + "/".
+func Under(dir string) string { return dir + sep }
+
+// Base is the last segment of path: the id of a document listed in its
+// directory.
+func Base(path string) string { return path[strings.LastIndex(path, sep)+1:] }
+
+// ---- user documents --------------------------------------------------------
+
+// Doc is the key of the user document rel (a client path) of project pid.
+func Doc(pid, rel string) string { return pid + sep + rel }
+
+// Rel is path relative to project pid; ok is false when path is not inside
+// the project (or is the project's root).
+func Rel(pid, path string) (rel string, ok bool) {
+	rel, ok = strings.CutPrefix(path, pid+sep)
+	if !ok || rel == "" {
+		return "", false
+	}
+	return rel, true
+}
+
+// IsReserved reports whether rel (a path relative to a project, or a single
+// segment) starts with a reserved "_" segment: system state, not user data.
+func IsReserved(rel string) bool { return strings.HasPrefix(rel, "_") }
+
+// ---- auth: cluster-wide ----------------------------------------------------
+
+// Project is the record of project pid.
+func Project(pid string) string { return raftstore.SystemPrefix + "/projects/" + pid }
+
+// SessionsDir holds every session, keyed by the hash of its token.
+func SessionsDir() string { return raftstore.SystemPrefix + "/sessions" }
+
+// Session is the session whose token hashes to tokenHash.
+func Session(tokenHash string) string { return SessionsDir() + sep + tokenHash }
+
+// TicketsDir holds the login tickets (second factor pending).
+func TicketsDir() string { return raftstore.SystemPrefix + "/tickets" }
+
+// Ticket is the login ticket whose token hashes to tokenHash.
+func Ticket(tokenHash string) string { return TicketsDir() + sep + tokenHash }
+
+// VerifyDir holds the verify tokens (password reset and the like).
+func VerifyDir() string { return raftstore.SystemPrefix + "/verify" }
+
+// Verify is the verify token that hashes to tokenHash.
+func Verify(tokenHash string) string { return VerifyDir() + sep + tokenHash }
+
+// LimitsDir holds the rate-limit counters.
+func LimitsDir() string { return raftstore.SystemPrefix + "/limits" }
+
+// Limit is the counter of one bucket: parts (kind, project, email, address…)
+// each followed by a NUL byte, hashed with SHA-256.
+func Limit(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return LimitsDir() + sep + hex.EncodeToString(h.Sum(nil))
+}
+
+// ---- auth: per project -----------------------------------------------------
+
+// UsersDir holds project pid's accounts.
+func UsersDir(pid string) string { return pid + "/_users" }
+
+// User is account uid of project pid.
+func User(pid, uid string) string { return UsersDir(pid) + sep + uid }
+
+// ParseUser splits an account key "<pid>/_users/<uid>"; ok is false for any
+// other key.
+func ParseUser(path string) (pid, uid string, ok bool) {
+	pid, uid, ok = strings.Cut(path, "/_users/")
+	if !ok || pid == "" || strings.Contains(pid, sep) || uid == "" || strings.Contains(uid, sep) {
+		return "", "", false
+	}
+	return pid, uid, true
+}
+
+// NormalizeEmail returns s trimmed of surrounding white space and lowercased,
+// the form in which addresses are stored and looked up (and hashed by Email).
+func NormalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// Email is project pid's index entry of an address: the SHA-256 of the
+// normalized address, so "Ada@x.io " and "ada@x.io" are one entry.
+func Email(pid, email string) string {
+	sum := sha256.Sum256([]byte(NormalizeEmail(email)))
+	return pid + "/_emails/" + hex.EncodeToString(sum[:])
+}
+
+// Rules is project pid's access rules.
+func Rules(pid string) string { return pid + "/_rules" }
+
+// Origins is project pid's allowed browser origins.
+func Origins(pid string) string { return pid + "/_origins" }
+
+// SessionEnds lists the documents whose change can end a session of account
+// uid of project pid with token hash tokenHash: the session itself, the
+// account (deleted, new session generation, role) and the project's rules.
+func SessionEnds(pid, uid, tokenHash string) []string {
+	return []string{Session(tokenHash), User(pid, uid), Rules(pid)}
+}
+
+// ---- push: per project -----------------------------------------------------
+
+// PushSettings is project pid's push switch.
+func PushSettings(pid string) string { return pid + "/_pushcfg" }
+
+// IsPushSettings reports whether path is some project's PushSettings.
+func IsPushSettings(path string) bool {
+	pid, ok := strings.CutSuffix(path, "/_pushcfg")
+	return ok && pid != "" && !strings.Contains(pid, sep)
+}
+
+// FCMCredentials is project pid's sealed FCM service account.
+func FCMCredentials(pid string) string { return pid + "/_fcm" }
+
+// DeviceTokenHash names a device token in keys: tokens are long and may hold
+// characters that keys do not. It is the hex of the first 16 bytes of the
+// token's SHA-256.
+func DeviceTokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:16])
+}
+
+// DeviceToken records which user of project pid owns the device token that
+// hashes to th (DeviceTokenHash).
+func DeviceToken(pid, th string) string { return pid + "/_tokens/" + th }
+
+// AllDevices holds the devices of every user of project pid.
+func AllDevices(pid string) string { return pid + "/_devices" }
+
+// DevicesDir holds the devices of user uid of project pid.
+func DevicesDir(pid, uid string) string { return AllDevices(pid) + sep + uid }
+
+// Device is the device of user uid whose token hashes to th.
+func Device(pid, uid, th string) string { return DevicesDir(pid, uid) + sep + th }
+
+// TopicDir holds the users that follow topic, one document per user id.
+func TopicDir(pid, topic string) string { return pid + "/_topics/" + topic }
+
+// TopicMember records that user uid follows topic.
+func TopicMember(pid, topic, uid string) string { return TopicDir(pid, topic) + sep + uid }
+
+// UserTopicsDir holds the topics user uid follows, one document per topic.
+func UserTopicsDir(pid, uid string) string { return pid + "/_usertopics/" + uid }
+
+// UserTopic records that user uid follows topic (the mirror of TopicMember).
+func UserTopic(pid, uid, topic string) string { return UserTopicsDir(pid, uid) + sep + topic }
+
+// PushLock serializes the device and topic changes of user uid.
+func PushLock(pid, uid string) string { return pid + "/_pushlock/" + uid }
+
+// Prefs is the notification preferences of user uid.
+func Prefs(pid, uid string) string { return pid + "/_prefs/" + uid }
+
+// NotificationsDir holds project pid's notifications.
+func NotificationsDir(pid string) string { return pid + "/_notifications" }
+
+// Notification is notification nid of project pid.
+func Notification(pid, nid string) string { return NotificationsDir(pid) + sep + nid }
+
+// SchedulesDir holds project pid's scheduled notifications.
+func SchedulesDir(pid string) string { return pid + "/_schedules" }
+
+// Schedule is schedule sid of project pid.
+func Schedule(pid, sid string) string { return SchedulesDir(pid) + sep + sid }
+
+// MySchedulesDir indexes the schedules user uid created.
+func MySchedulesDir(pid, uid string) string { return pid + "/_myschedules/" + uid }
+
+// MySchedule is the index entry of schedule sid created by user uid.
+func MySchedule(pid, uid, sid string) string { return MySchedulesDir(pid, uid) + sep + sid }
+
+// InboxDir holds what was delivered to user uid: their history, and (because
+// the realtime hub watches it) the socket channel.
+func InboxDir(pid, uid string) string { return pid + "/_notify/" + uid }
+
+// Inbox is notification nid as delivered to user uid.
+func Inbox(pid, uid, nid string) string { return InboxDir(pid, uid) + sep + nid }
+
+// ParseInbox splits an inbox entry "<pid>/_notify/<uid>/<nid>"; ok is false
+// for any other key.
+func ParseInbox(path string) (pid, uid, nid string, ok bool) {
+	pid, rest, ok := strings.Cut(path, "/_notify/")
+	if !ok || pid == "" || strings.Contains(pid, sep) {
+		return "", "", "", false
+	}
+	uid, nid, ok = strings.Cut(rest, sep)
+	if !ok || uid == "" || nid == "" || strings.Contains(nid, sep) {
+		return "", "", "", false
+	}
+	return pid, uid, nid, true
+}
+
+// ---- push: cluster-wide ----------------------------------------------------
+
+// pushDir holds the push dispatcher's cluster-wide queues.
+func pushDir() string { return raftstore.SystemPrefix + "/push" }
+
+// InPushQueues reports whether path is in the dispatcher's queues (a job or
+// a due entry).
+func InPushQueues(path string) bool { return strings.HasPrefix(path, Under(pushDir())) }
+
+// PushJobsDir holds the dispatcher's jobs, keyed so they sort by due time.
+func PushJobsDir() string { return pushDir() + "/jobs" }
+
+// PushJob is job jid.
+func PushJob(jid string) string { return PushJobsDir() + sep + jid }
+
+// PushDueDir indexes the schedules by due time.
+func PushDueDir() string { return pushDir() + "/due" }
+
+// PushDueKey names a schedule in PushDueDir so that the index sorts by due
+// time, then by project and schedule: "<unix ns, 20 digits>.<pid>.<sid>".
+func PushDueKey(at time.Time, pid, sid string) string {
+	return fmt.Sprintf("%020d.%s.%s", at.UnixNano(), pid, sid)
+}
+
+// PushDue is the due entry named key (PushDueKey).
+func PushDue(key string) string { return PushDueDir() + sep + key }

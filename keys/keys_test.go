@@ -1,0 +1,210 @@
+package keys_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edgebase/edgebase/keys"
+)
+
+// TestLayout pins every key to the bytes earlier binaries wrote: a change
+// here is a change of the stored layout and strands existing data.
+func TestLayout(t *testing.T) {
+	for _, c := range []struct{ name, got, want string }{
+		// generic
+		{"Under", keys.Under("p1/_users"), "p1/_users/"},
+		{"Base", keys.Base("_sys/push/jobs/j1"), "j1"},
+		{"Base/no slash", keys.Base("j1"), "j1"},
+		{"Doc", keys.Doc("p1", "posts/a"), "p1/posts/a"},
+
+		// auth, cluster-wide
+		{"Project", keys.Project("p1"), "_sys/projects/p1"},
+		{"SessionsDir", keys.SessionsDir(), "_sys/sessions"},
+		{"Session", keys.Session("abc"), "_sys/sessions/abc"},
+		{"TicketsDir", keys.TicketsDir(), "_sys/tickets"},
+		{"Ticket", keys.Ticket("abc"), "_sys/tickets/abc"},
+		{"VerifyDir", keys.VerifyDir(), "_sys/verify"},
+		{"Verify", keys.Verify("abc"), "_sys/verify/abc"},
+		{"LimitsDir", keys.LimitsDir(), "_sys/limits"},
+		{"Limit", keys.Limit("password", "p1", "ada@x.io"),
+			"_sys/limits/a58540adc7eb887c9e77beffd27a1b9157b488f9d863b057b18449cfcba3282a"},
+		{"Limit/4 parts", keys.Limit("password+addr", "p1", "ada@x.io", "203.0.113.7"),
+			"_sys/limits/11e1794948209de439af79a32bf0f0e117b15413cadc32a4ac6782d249e04f27"},
+		{"Limit/none", keys.Limit(),
+			"_sys/limits/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+
+		// auth, per project
+		{"UsersDir", keys.UsersDir("p1"), "p1/_users"},
+		{"User", keys.User("p1", "u1"), "p1/_users/u1"},
+		{"NormalizeEmail", keys.NormalizeEmail("  Ada@X.IO\t"), "ada@x.io"},
+		{"Email", keys.Email("p1", "ada@x.io"),
+			"p1/_emails/52c3910310491b7eecfd1f3b45bc324b273d8cf9bb8a524cf75b972752d354ff"},
+		{"Email/normalizes", keys.Email("p1", " Ada@X.io "),
+			"p1/_emails/52c3910310491b7eecfd1f3b45bc324b273d8cf9bb8a524cf75b972752d354ff"},
+		{"Rules", keys.Rules("p1"), "p1/_rules"},
+		{"Origins", keys.Origins("p1"), "p1/_origins"},
+
+		// push, per project
+		{"PushSettings", keys.PushSettings("p1"), "p1/_pushcfg"},
+		{"FCMCredentials", keys.FCMCredentials("p1"), "p1/_fcm"},
+		{"DeviceTokenHash", keys.DeviceTokenHash("fcm-token:abc"), "4b23899695ea1f7b74058b9e364b719e"},
+		{"DeviceToken", keys.DeviceToken("p1", "th"), "p1/_tokens/th"},
+		{"AllDevices", keys.AllDevices("p1"), "p1/_devices"},
+		{"DevicesDir", keys.DevicesDir("p1", "u1"), "p1/_devices/u1"},
+		{"Device", keys.Device("p1", "u1", "th"), "p1/_devices/u1/th"},
+		{"TopicDir", keys.TopicDir("p1", "news"), "p1/_topics/news"},
+		{"TopicMember", keys.TopicMember("p1", "news", "u1"), "p1/_topics/news/u1"},
+		{"UserTopicsDir", keys.UserTopicsDir("p1", "u1"), "p1/_usertopics/u1"},
+		{"UserTopic", keys.UserTopic("p1", "u1", "news"), "p1/_usertopics/u1/news"},
+		{"PushLock", keys.PushLock("p1", "u1"), "p1/_pushlock/u1"},
+		{"Prefs", keys.Prefs("p1", "u1"), "p1/_prefs/u1"},
+		{"NotificationsDir", keys.NotificationsDir("p1"), "p1/_notifications"},
+		{"Notification", keys.Notification("p1", "n1"), "p1/_notifications/n1"},
+		{"SchedulesDir", keys.SchedulesDir("p1"), "p1/_schedules"},
+		{"Schedule", keys.Schedule("p1", "s1"), "p1/_schedules/s1"},
+		{"MySchedulesDir", keys.MySchedulesDir("p1", "u1"), "p1/_myschedules/u1"},
+		{"MySchedule", keys.MySchedule("p1", "u1", "s1"), "p1/_myschedules/u1/s1"},
+		{"InboxDir", keys.InboxDir("p1", "u1"), "p1/_notify/u1"},
+		{"Inbox", keys.Inbox("p1", "u1", "n1"), "p1/_notify/u1/n1"},
+
+		// push, cluster-wide
+		{"PushJobsDir", keys.PushJobsDir(), "_sys/push/jobs"},
+		{"PushJob", keys.PushJob("j1"), "_sys/push/jobs/j1"},
+		{"PushDueDir", keys.PushDueDir(), "_sys/push/due"},
+		{"PushDueKey", keys.PushDueKey(time.Unix(0, 1700000000123456789), "p1", "s1"), "01700000000123456789.p1.s1"},
+		{"PushDueKey/epoch", keys.PushDueKey(time.Unix(0, 5), "p1", "s1"), "00000000000000000005.p1.s1"},
+		{"PushDue", keys.PushDue("k"), "_sys/push/due/k"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestSessionEnds(t *testing.T) {
+	got := keys.SessionEnds("p1", "u1", "abc")
+	want := []string{"_sys/sessions/abc", "p1/_users/u1", "p1/_rules"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("SessionEnds = %q, want %q", got, want)
+	}
+}
+
+func TestRel(t *testing.T) {
+	for _, c := range []struct {
+		pid, path, rel string
+		ok             bool
+	}{
+		{"p1", "p1/posts/a", "posts/a", true},
+		{"p1", "p1/_users/u1", "_users/u1", true},
+		{"p1", "p1/", "", false},
+		{"p1", "p1", "", false},
+		{"p1", "p10/posts", "", false},
+		{"p1", "p2/p1/posts", "", false},
+		{"p1", "_sys/projects/p1", "", false},
+	} {
+		rel, ok := keys.Rel(c.pid, c.path)
+		if rel != c.rel || ok != c.ok {
+			t.Errorf("Rel(%q, %q) = %q, %v; want %q, %v", c.pid, c.path, rel, ok, c.rel, c.ok)
+		}
+	}
+}
+
+func TestIsReserved(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"_users/u1":  true,
+		"_rules":     true,
+		"_":          true,
+		"posts/a":    false,
+		"posts/_x":   false, // only the first segment counts
+		"":           false,
+		"u1":         false,
+		"_underline": true,
+	} {
+		if got := keys.IsReserved(rel); got != want {
+			t.Errorf("IsReserved(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}
+
+func TestParseUser(t *testing.T) {
+	for _, c := range []struct {
+		path, pid, uid string
+		ok             bool
+	}{
+		{"p1/_users/u1", "p1", "u1", true},
+		{keys.User("p2", "abc"), "p2", "abc", true},
+		{"p1/_users/", "", "", false},
+		{"/_users/u1", "", "", false},
+		{"p1/_users/u1/x", "", "", false},
+		{"a/p1/_users/u1", "", "", false},
+		{"p1/_users", "", "", false},
+		{"p1/users/u1", "", "", false},
+		{"p1/_rules", "", "", false},
+		{"_sys/sessions/abc", "", "", false},
+	} {
+		pid, uid, ok := keys.ParseUser(c.path)
+		if pid != c.pid || uid != c.uid || ok != c.ok {
+			t.Errorf("ParseUser(%q) = %q, %q, %v; want %q, %q, %v", c.path, pid, uid, ok, c.pid, c.uid, c.ok)
+		}
+	}
+}
+
+func TestParseInbox(t *testing.T) {
+	for _, c := range []struct {
+		path, pid, uid, nid string
+		ok                  bool
+	}{
+		{"p1/_notify/u1/n1", "p1", "u1", "n1", true},
+		{keys.Inbox("p2", "u2", "n2"), "p2", "u2", "n2", true},
+		{"p1/_notify/u1", "", "", "", false},
+		{"p1/_notify/u1/", "", "", "", false},
+		{"p1/_notify//n1", "", "", "", false},
+		{"/_notify/u1/n1", "", "", "", false},
+		{"p1/_notify/u1/n1/x", "", "", "", false},
+		{"a/p1/_notify/u1/n1", "", "", "", false},
+		{"p1/_notifications/n1", "", "", "", false},
+		{"p1/notify/u1/n1", "", "", "", false},
+	} {
+		pid, uid, nid, ok := keys.ParseInbox(c.path)
+		if pid != c.pid || uid != c.uid || nid != c.nid || ok != c.ok {
+			t.Errorf("ParseInbox(%q) = %q, %q, %q, %v; want %q, %q, %q, %v",
+				c.path, pid, uid, nid, ok, c.pid, c.uid, c.nid, c.ok)
+		}
+	}
+}
+
+func TestIsPushSettings(t *testing.T) {
+	for path, want := range map[string]bool{
+		"p1/_pushcfg":         true,
+		keys.PushSettings(""): false,
+		"_pushcfg":            false,
+		"a/p1/_pushcfg":       false,
+		"p1/_pushcfg/x":       false,
+		"p1/_pushcfgx":        false,
+		"p1/_fcm":             false,
+	} {
+		if got := keys.IsPushSettings(path); got != want {
+			t.Errorf("IsPushSettings(%q) = %v, want %v", path, got, want)
+		}
+	}
+	if !keys.IsPushSettings(keys.PushSettings("p9")) {
+		t.Errorf("IsPushSettings(PushSettings(p9)) = false")
+	}
+}
+
+func TestInPushQueues(t *testing.T) {
+	for path, want := range map[string]bool{
+		keys.PushJob("j1"):    true,
+		keys.PushDue("k"):     true,
+		"_sys/push/other":     true,
+		"_sys/push":           false,
+		"_sys/pushx/j":        false,
+		"_sys/sessions/abc":   false,
+		"p1/_sys/push/jobs/j": false,
+	} {
+		if got := keys.InPushQueues(path); got != want {
+			t.Errorf("InPushQueues(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
