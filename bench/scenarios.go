@@ -74,6 +74,17 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		Name:       "HOT",
+		What:       "one hot document: --clients clients write the same document (plain POST, the owner's token) through the leader; every write must succeed",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 6000,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Op: func(ctx context.Context, e *env, c, i int) error {
+			_, err := e.post(ctx, e.c.leader, "bench/hot")
+			return err
+		},
+	},
+	{
 		Name:       "W3",
 		What:       "forwarded writes: as W2, clients spread over the followers, which forward to the leader",
 		Clients:    func(o *options) int { return o.clients },
