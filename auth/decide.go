@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -70,7 +70,7 @@ func (d *Decider) Begin(v raftstore.View, t *raftstore.Txn) (raftstore.EntryDeci
 
 // caller resolves t.Caller at the txn's Time.
 func (d *Decider) caller(v raftstore.View, t *raftstore.Txn) (*Principal, raftstore.OpError) {
-	sdoc, err := v.Get(sessionPath(t.Caller))
+	sdoc, err := v.Get(keys.Session(t.Caller))
 	if err != nil || sdoc == nil {
 		return nil, raftstore.ErrCodeUnauthenticated
 	}
@@ -82,7 +82,7 @@ func (d *Decider) caller(v raftstore.View, t *raftstore.Txn) (*Principal, raftst
 	if now >= sess.ExpiresAt {
 		return nil, raftstore.ErrCodeUnauthenticated
 	}
-	adoc, err := v.Get(userPath(sess.ProjectID, sess.UserID))
+	adoc, err := v.Get(keys.User(sess.ProjectID, sess.UserID))
 	if err != nil || adoc == nil {
 		return nil, raftstore.ErrCodeUnauthenticated
 	}
@@ -109,7 +109,7 @@ func (d *Decider) caller(v raftstore.View, t *raftstore.Txn) (*Principal, raftst
 
 // projectRules returns the rules of project pid as v shows them.
 func (d *Decider) projectRules(v raftstore.View, pid string) (*CompiledRules, bool) {
-	doc, err := v.Get(rulesPath(pid))
+	doc, err := v.Get(keys.Rules(pid))
 	if err != nil {
 		return nil, false
 	}
@@ -152,11 +152,11 @@ func (e *decidedEntry) Op(_ int, op *raftstore.Op, cur, next *raftstore.Document
 	if p == nil {
 		return raftstore.ErrCodeNone
 	}
-	rel, ok := strings.CutPrefix(op.Path, p.ProjectID+"/")
-	if !ok || rel == "" {
+	rel, ok := keys.Rel(p.ProjectID, op.Path)
+	if !ok {
 		return raftstore.ErrCodeForbidden
 	}
-	if strings.HasPrefix(rel, "_") {
+	if keys.IsReserved(rel) {
 		// Reserved state of the project (accounts, rules, origins, devices):
 		// the handlers that write it for a caller are owner-only.
 		if p.Role != RoleOwner {
@@ -188,7 +188,7 @@ func (e *decidedEntry) Op(_ int, op *raftstore.Op, cur, next *raftstore.Document
 // without an owner.
 func (e *decidedEntry) End(written []string, before func(string) *raftstore.Document) raftstore.OpError {
 	for _, path := range written {
-		pid, _, ok := accountPath(path)
+		pid, _, ok := keys.ParseUser(path)
 		if !ok || !isOwnerDoc(before(path)) {
 			continue
 		}
@@ -200,7 +200,7 @@ func (e *decidedEntry) End(written []string, before func(string) *raftstore.Docu
 			continue
 		}
 		owner := false
-		if err := e.v.Scan(pid+"/_users/", func(d *raftstore.Document) bool {
+		if err := e.v.Scan(keys.Under(keys.UsersDir(pid)), func(d *raftstore.Document) bool {
 			owner = isOwnerDoc(d)
 			return !owner
 		}); err != nil {
@@ -211,15 +211,6 @@ func (e *decidedEntry) End(written []string, before func(string) *raftstore.Docu
 		}
 	}
 	return raftstore.ErrCodeNone
-}
-
-// accountPath splits "pid/_users/uid".
-func accountPath(path string) (pid, uid string, ok bool) {
-	pid, rest, ok := strings.Cut(path, "/_users/")
-	if !ok || pid == "" || strings.Contains(pid, "/") || rest == "" || strings.Contains(rest, "/") {
-		return "", "", false
-	}
-	return pid, rest, true
 }
 
 func isOwnerDoc(d *raftstore.Document) bool {

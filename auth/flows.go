@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -91,7 +92,7 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 	if verifyTok == "" {
 		return fail()
 	}
-	vpath := verifyPath(HashToken(verifyTok))
+	vpath := keys.Verify(HashToken(verifyTok))
 	vdoc, err := s.store.Get(vpath)
 	if err != nil {
 		return 0, err
@@ -160,10 +161,10 @@ func (s *Service) SetRole(ctx context.Context, p *Principal, uid, role string) (
 	if uid == p.UserID {
 		return nil, 0, &FieldError{Field: "userId", Err: ErrOwnRole}
 	}
-	if strings.Contains(uid, "/") || strings.HasPrefix(uid, "_") || len(uid) > 200 {
+	if strings.Contains(uid, "/") || keys.IsReserved(uid) || len(uid) > 200 {
 		return nil, 0, &FieldError{Field: "userId", Err: ErrUserNotFound}
 	}
-	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpSetField, Path: userPath(p.ProjectID, uid), Field: "role", Data: mustJSON(role)})
+	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpSetField, Path: keys.User(p.ProjectID, uid), Field: "role", Data: mustJSON(role)})
 	if res != nil && res.Err == raftstore.ErrCodeNotFound {
 		return nil, 0, &FieldError{Field: "userId", Err: ErrUserNotFound}
 	}
@@ -187,7 +188,7 @@ func (s *Service) SetOwner(ctx context.Context, pid, email string) (*User, uint6
 	}
 	for {
 		var idx emailIndex
-		doc, err := s.store.Get(emailPath(pid, email))
+		doc, err := s.store.Get(keys.Email(pid, email))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -200,7 +201,7 @@ func (s *Service) SetOwner(ctx context.Context, pid, email string) (*User, uint6
 		res, err := s.store.Txn(ctx, &raftstore.Txn{
 			Time:  s.now().UnixNano(),
 			Conds: []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}},
-			Ops:   []raftstore.Op{{Kind: raftstore.OpSetField, Path: userPath(pid, idx.UserID), Field: "role", Data: mustJSON(RoleOwner)}},
+			Ops:   []raftstore.Op{{Kind: raftstore.OpSetField, Path: keys.User(pid, idx.UserID), Field: "role", Data: mustJSON(RoleOwner)}},
 		})
 		if err != nil {
 			return nil, 0, err

@@ -2,12 +2,11 @@ package auth
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -98,17 +97,6 @@ type bucket struct {
 	Reset int64 `json:"reset"` // Unix seconds at which the window ends
 }
 
-func limitsDir() string { return raftstore.SystemPrefix + "/limits" }
-
-func limitPath(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return limitsDir() + "/" + hex.EncodeToString(h.Sum(nil))
-}
-
 type boundRule struct {
 	path string
 	rule LimitRule
@@ -120,7 +108,7 @@ func (s *Service) rules(a attempt) []boundRule {
 	var out []boundRule
 	add := func(r LimitRule, parts ...string) {
 		if r.Max > 0 && r.Window > 0 {
-			out = append(out, boundRule{path: limitPath(parts...), rule: r})
+			out = append(out, boundRule{path: keys.Limit(parts...), rule: r})
 		}
 	}
 	switch a.kind {
@@ -288,7 +276,7 @@ func (s *Service) clearAccountAddr(a attempt) *raftstore.Op {
 	if a.addr == "" {
 		return nil
 	}
-	p := limitPath("password+addr", a.pid, NormalizeEmail(a.email), a.addr)
+	p := keys.Limit("password+addr", a.pid, NormalizeEmail(a.email), a.addr)
 	if doc, err := s.store.Get(p); err != nil || doc == nil {
 		return nil
 	}

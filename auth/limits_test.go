@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/keys"
 )
 
 const wrongPassword = "not the password 99"
@@ -275,7 +276,7 @@ func TestZeroRulesDisableLimits(t *testing.T) {
 	if _, err := f.svc.VerifyForReset(bg, f.pid, u.email, f.code(u.secret, 0), addr); err != nil {
 		t.Fatalf("right code after 30 failures with the limits off: %v", err)
 	}
-	docs, _, err := f.store.List("_sys/limits", "", 100)
+	docs, _, err := f.store.List(keys.LimitsDir(), "", 100)
 	if err != nil || len(docs) != 0 {
 		t.Fatalf("disabled limits stored %d counters (%v)", len(docs), err)
 	}

@@ -2,8 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -138,22 +137,6 @@ const (
 	// MaxTicketFailures wrong codes void a login ticket.
 	MaxTicketFailures = 5
 )
-
-// Paths of system state. Project-scoped state lives under reserved "_"
-// segments of the project, cluster-wide state under raftstore.SystemPrefix.
-func projectPath(pid string) string   { return raftstore.SystemPrefix + "/projects/" + pid }
-func sessionsDir() string             { return raftstore.SystemPrefix + "/sessions" }
-func sessionPath(hash string) string  { return sessionsDir() + "/" + hash }
-func ticketsDir() string              { return raftstore.SystemPrefix + "/tickets" }
-func ticketPath(hash string) string   { return ticketsDir() + "/" + hash }
-func verifyDir() string               { return raftstore.SystemPrefix + "/verify" }
-func verifyPath(hash string) string   { return verifyDir() + "/" + hash }
-func userPath(pid, uid string) string { return pid + "/_users/" + uid }
-func emailPath(pid, email string) string {
-	sum := sha256.Sum256([]byte(NormalizeEmail(email)))
-	return pid + "/_emails/" + hex.EncodeToString(sum[:])
-}
-func rulesPath(pid string) string { return pid + "/_rules" }
 
 // project is the stored record of a project.
 type project struct {
@@ -298,11 +281,11 @@ func (s *Service) CreateProject(ctx context.Context, name, ownerEmail, ownerPass
 	acc := account{User: User{ID: uid, Email: NormalizeEmail(ownerEmail), Name: name + " owner", Role: RoleOwner, CreatedAt: timestamp(now)}, PasswordHash: hash}
 	res, err := s.store.Txn(ctx, &raftstore.Txn{
 		Time:  now.UnixNano(),
-		Conds: []raftstore.Cond{{Path: projectPath(pid), Kind: raftstore.CondNotExists}},
+		Conds: []raftstore.Cond{{Path: keys.Project(pid), Kind: raftstore.CondNotExists}},
 		Ops: []raftstore.Op{
-			{Kind: raftstore.OpPut, Path: projectPath(pid), Data: mustJSON(p)},
-			{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)},
-			{Kind: raftstore.OpPut, Path: emailPath(pid, ownerEmail), Data: mustJSON(emailIndex{UserID: uid})},
+			{Kind: raftstore.OpPut, Path: keys.Project(pid), Data: mustJSON(p)},
+			{Kind: raftstore.OpPut, Path: keys.User(pid, uid), Data: mustJSON(acc)},
+			{Kind: raftstore.OpPut, Path: keys.Email(pid, ownerEmail), Data: mustJSON(emailIndex{UserID: uid})},
 		},
 	})
 	if err != nil {
@@ -329,7 +312,7 @@ func (s *Service) CheckAPIKey(pid, key string) error {
 		return ErrMissingAPIKey
 	}
 	var p project
-	ok, err := s.getJSON(projectPath(pid), &p)
+	ok, err := s.getJSON(keys.Project(pid), &p)
 	if err != nil {
 		return err
 	}
@@ -349,7 +332,7 @@ func (s *Service) CheckAPIKey(pid, key string) error {
 
 // CheckProject reports ErrProjectNotFound when no project pid exists.
 func (s *Service) CheckProject(pid string) error {
-	doc, err := s.store.Get(projectPath(pid))
+	doc, err := s.store.Get(keys.Project(pid))
 	if err != nil {
 		return err
 	}
@@ -395,12 +378,12 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	res, err := s.store.Txn(ctx, &raftstore.Txn{
 		Time: now.UnixNano(),
 		Conds: []raftstore.Cond{
-			{Path: projectPath(pid), Kind: raftstore.CondExists},
-			{Path: emailPath(pid, email), Kind: raftstore.CondNotExists},
+			{Path: keys.Project(pid), Kind: raftstore.CondExists},
+			{Path: keys.Email(pid, email), Kind: raftstore.CondNotExists},
 		},
 		Ops: []raftstore.Op{
-			{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)},
-			{Kind: raftstore.OpPut, Path: emailPath(pid, email), Data: mustJSON(emailIndex{UserID: uid})},
+			{Kind: raftstore.OpPut, Path: keys.User(pid, uid), Data: mustJSON(acc)},
+			{Kind: raftstore.OpPut, Path: keys.Email(pid, email), Data: mustJSON(emailIndex{UserID: uid})},
 			sessOp,
 		},
 	})
@@ -423,7 +406,7 @@ func (s *Service) newSession(pid, uid string, gen int64) (string, raftstore.Op, 
 	}
 	now := s.now()
 	sess := session{grant: grant{ProjectID: pid, UserID: uid, Gen: gen, ExpiresAt: now.Add(s.ttl).Unix()}, CreatedAt: now.Unix()}
-	return token, raftstore.Op{Kind: raftstore.OpPut, Path: sessionPath(HashToken(token)), Data: mustJSON(sess)}, nil
+	return token, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Session(HashToken(token)), Data: mustJSON(sess)}, nil
 }
 
 // LoginResult is the answer to a login: a session, or a ticket for the
@@ -479,7 +462,7 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 			return nil, err
 		}
 		t := ticket{grant: grant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}}
-		grantOp = raftstore.Op{Kind: raftstore.OpPut, Path: ticketPath(HashToken(tok)), Data: mustJSON(t)}
+		grantOp = raftstore.Op{Kind: raftstore.OpPut, Path: keys.Ticket(HashToken(tok)), Data: mustJSON(t)}
 		out.RequiresTOTP, out.LoginTicket, out.ExpiresIn = true, tok, int(TicketTTL/time.Second)
 	} else {
 		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
@@ -503,7 +486,7 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 		}
 		txn := &raftstore.Txn{
 			Time:  s.now().UnixNano(),
-			Conds: append([]raftstore.Cond{{Path: userPath(pid, acc.ID), Kind: raftstore.CondExists}}, gate...),
+			Conds: append([]raftstore.Cond{{Path: keys.User(pid, acc.ID), Kind: raftstore.CondExists}}, gate...),
 			Ops:   []raftstore.Op{grantOp},
 		}
 		if op := s.clearAccountAddr(at); op != nil {
@@ -530,7 +513,7 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 // (nil, 0 when there is none).
 func (s *Service) accountByEmail(pid, email string) (*account, uint64, error) {
 	var idx emailIndex
-	ok, err := s.getJSON(emailPath(pid, email), &idx)
+	ok, err := s.getJSON(keys.Email(pid, email), &idx)
 	if err != nil || !ok {
 		return nil, 0, err
 	}
@@ -548,7 +531,7 @@ func (s *Service) accountRev(pid, uid string) (*account, uint64, error) {
 	if uid == "" {
 		return nil, 0, nil
 	}
-	doc, err := s.store.Get(userPath(pid, uid))
+	doc, err := s.store.Get(keys.User(pid, uid))
 	if err != nil || doc == nil {
 		return nil, 0, err
 	}
@@ -580,8 +563,8 @@ func (s *Service) updateAccount(ctx context.Context, pid, uid string, change fun
 		}
 		txn := &raftstore.Txn{
 			Time:  s.now().UnixNano(),
-			Conds: append([]raftstore.Cond{{Path: userPath(pid, uid), Kind: raftstore.CondRevision, Revision: rev}}, conds...),
-			Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: userPath(pid, uid), Data: mustJSON(acc)}}, extra...),
+			Conds: append([]raftstore.Cond{{Path: keys.User(pid, uid), Kind: raftstore.CondRevision, Revision: rev}}, conds...),
+			Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: keys.User(pid, uid), Data: mustJSON(acc)}}, extra...),
 		}
 		res, err := s.store.Txn(ctx, txn)
 		if err != nil {
@@ -664,7 +647,7 @@ func (s *Service) authenticateRead(h string) (*Principal, error) {
 
 // readCaller reads the session with token hash h and its account.
 func (s *Service) readCaller(h string) (*Principal, error) {
-	sdoc, err := s.store.Get(sessionPath(h))
+	sdoc, err := s.store.Get(keys.Session(h))
 	if err != nil {
 		return nil, err
 	}
@@ -733,7 +716,7 @@ func (s *Service) Rules(pid string) (*CompiledRules, error) {
 
 // readRules reads and (once per revision) compiles the project's rules.
 func (s *Service) readRules(pid string) (*CompiledRules, error) {
-	doc, err := s.store.Get(rulesPath(pid))
+	doc, err := s.store.Get(keys.Rules(pid))
 	if err != nil {
 		return nil, err
 	}
@@ -772,7 +755,7 @@ func (s *Service) SetRules(ctx context.Context, p *Principal, rs RuleSet) (uint6
 	if _, err := CompileRules(rs); err != nil {
 		return 0, err
 	}
-	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpPut, Path: rulesPath(p.ProjectID), Data: mustJSON(rs)})
+	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Rules(p.ProjectID), Data: mustJSON(rs)})
 	if err != nil {
 		return 0, err
 	}
@@ -785,7 +768,7 @@ func (s *Service) Logout(ctx context.Context, token string) (uint64, error) {
 	s.forgetGuard(h)
 	res, err := s.store.Txn(ctx, &raftstore.Txn{
 		Time: s.now().UnixNano(),
-		Ops:  []raftstore.Op{{Kind: raftstore.OpDelete, Path: sessionPath(h)}},
+		Ops:  []raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.Session(h)}},
 	})
 	if err != nil {
 		return 0, err
@@ -808,8 +791,6 @@ func (s *Service) Me(pid, uid string) (*User, error) {
 	return &acc.User, nil
 }
 
-func originsPath(pid string) string { return pid + "/_origins" }
-
 // OriginList is a project's allowed browser origins for realtime.
 type OriginList struct {
 	Origins []string `json:"origins"`
@@ -822,7 +803,7 @@ const maxOrigins = 100
 // to the project (besides the node's own origin).
 func (s *Service) Origins(pid string) ([]string, error) {
 	var l OriginList
-	if _, err := s.getJSON(originsPath(pid), &l); err != nil {
+	if _, err := s.getJSON(keys.Origins(pid), &l); err != nil {
 		return nil, err
 	}
 	return l.Origins, nil
@@ -845,7 +826,7 @@ func (s *Service) SetOrigins(ctx context.Context, p *Principal, origins []string
 		}
 		clean = append(clean, c)
 	}
-	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpPut, Path: originsPath(p.ProjectID), Data: mustJSON(OriginList{Origins: clean})})
+	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Origins(p.ProjectID), Data: mustJSON(OriginList{Origins: clean})})
 	if err != nil {
 		return nil, 0, err
 	}

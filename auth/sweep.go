@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -19,7 +20,7 @@ const sweepBatch = 256
 // delete is conditioned on the revision it judged).
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	total := 0
-	for _, dir := range []string{sessionsDir(), ticketsDir(), verifyDir(), limitsDir()} {
+	for _, dir := range []string{keys.SessionsDir(), keys.TicketsDir(), keys.VerifyDir(), keys.LimitsDir()} {
 		n, err := s.sweepDir(ctx, dir)
 		total += n
 		if err != nil {
@@ -71,7 +72,7 @@ func (s *Service) sweepDir(ctx context.Context, dir string) (int, error) {
 // dead reports whether a record of dir can be removed.
 func (s *Service) dead(dir string, d *raftstore.Document) bool {
 	now := s.now().Unix()
-	if dir == limitsDir() {
+	if dir == keys.LimitsDir() {
 		var b bucket
 		return json.Unmarshal(d.Data, &b) != nil || now >= b.Reset
 	}

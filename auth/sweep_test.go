@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/keys"
 )
 
 // count is how many records a system directory holds.
@@ -13,7 +14,7 @@ func (f *fixture) count(dir string) int {
 	f.t.Helper()
 	n, after := 0, ""
 	for {
-		docs, next, err := f.store.List("_sys/"+dir, after, 500)
+		docs, next, err := f.store.List(dir, after, 500)
 		if err != nil {
 			f.t.Fatalf("list %s: %v", dir, err)
 		}
@@ -29,7 +30,7 @@ type counts struct{ sessions, tickets, verify, limits int }
 
 func (f *fixture) counts() counts {
 	f.t.Helper()
-	return counts{f.count("sessions"), f.count("tickets"), f.count("verify"), f.count("limits")}
+	return counts{f.count(keys.SessionsDir()), f.count(keys.TicketsDir()), f.count(keys.VerifyDir()), f.count(keys.LimitsDir())}
 }
 
 // sweep runs Sweep and checks how many records it removed and which remain.

@@ -16,6 +16,7 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -66,7 +67,7 @@ func (s *Service) Enroll(ctx context.Context, p *Principal) (*Enrollment, uint64
 	}
 	issuer := "edgebase"
 	var proj project
-	if ok, err := s.getJSON(projectPath(p.ProjectID), &proj); err != nil {
+	if ok, err := s.getJSON(keys.Project(p.ProjectID), &proj); err != nil {
 		return nil, 0, err
 	} else if ok && proj.Name != "" {
 		issuer = proj.Name
@@ -274,7 +275,7 @@ func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr st
 	if ticketTok == "" {
 		return nil, ErrInvalidTicket
 	}
-	tpath := ticketPath(HashToken(ticketTok))
+	tpath := keys.Ticket(HashToken(ticketTok))
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("login-verify: %w", err)
@@ -348,11 +349,11 @@ func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr st
 		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(),
 			Conds: append([]raftstore.Cond{
 				{Path: tpath, Kind: raftstore.CondRevision, Revision: tdoc.Revision},
-				{Path: userPath(pid, acc.ID), Kind: raftstore.CondRevision, Revision: arev},
+				{Path: keys.User(pid, acc.ID), Kind: raftstore.CondRevision, Revision: arev},
 			}, gate...),
 			Ops: []raftstore.Op{
 				{Kind: raftstore.OpDelete, Path: tpath},
-				{Kind: raftstore.OpPut, Path: userPath(pid, acc.ID), Data: mustJSON(acc)},
+				{Kind: raftstore.OpPut, Path: keys.User(pid, acc.ID), Data: mustJSON(acc)},
 				sessOp,
 			}})
 		if err != nil {
@@ -386,7 +387,7 @@ func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr str
 		return nil, err
 	}
 	idx := emailIndex{}
-	if _, err := s.getJSON(emailPath(pid, email), &idx); err != nil {
+	if _, err := s.getJSON(keys.Email(pid, email), &idx); err != nil {
 		return nil, err
 	}
 	tok, err := NewToken(verifyPrefix)
@@ -399,7 +400,7 @@ func (s *Service) VerifyForReset(ctx context.Context, pid, email, code, addr str
 			return nil, nil, err
 		}
 		g := grant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(VerifyTTL).Unix()}
-		return []raftstore.Op{{Kind: raftstore.OpPut, Path: verifyPath(HashToken(tok)), Data: mustJSON(g)}}, gate, nil
+		return []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Verify(HashToken(tok)), Data: mustJSON(g)}}, gate, nil
 	})
 	if err == ErrInvalidToken || err == ErrInvalidCode {
 		// ErrInvalidToken: no such account. Same answer as a wrong code.

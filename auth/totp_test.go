@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/internal/rfc6238"
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/node/nodetest"
 	"github.com/edgebase/edgebase/raftstore"
 )
@@ -170,7 +171,7 @@ func (f *fixture) ticket(u *user) string {
 // accountJSON is the stored account document of u.
 func (f *fixture) accountJSON(u *user) []byte {
 	f.t.Helper()
-	doc, err := f.store.Get(f.pid + "/_users/" + u.p.UserID)
+	doc, err := f.store.Get(keys.User(f.pid, u.p.UserID))
 	if err != nil || doc == nil {
 		f.t.Fatalf("read account of %s: %v %v", u.email, doc, err)
 	}
