@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -83,7 +83,6 @@ func (d *dispatcher) poke() {
 // schedule, or a project's switch.
 func (d *dispatcher) watchFeed(ctx context.Context) {
 	defer d.wg.Done()
-	prefix := raftstore.SystemPrefix + "/push/"
 	for ctx.Err() == nil {
 		sub := d.s.feed.Subscribe(256)
 		d.poke() // anything committed before the subscription
@@ -101,7 +100,7 @@ func (d *dispatcher) watchFeed(ctx context.Context) {
 					// New jobs and schedules, and project switches; not the
 					// dispatcher's own claims and marks.
 					created := ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision
-					if (created && strings.HasPrefix(ev.Path, prefix)) || strings.HasSuffix(ev.Path, "/_pushcfg") {
+					if (created && keys.InPushQueues(ev.Path)) || keys.IsPushSettings(ev.Path) {
 						d.poke()
 						break
 					}
@@ -131,7 +130,7 @@ func (d *dispatcher) fireDue(ctx context.Context) time.Time {
 	defer func() { d.commitFirings(ctx, batch, now) }()
 	after := ""
 	for ctx.Err() == nil {
-		docs, next, err := d.s.store.List(dueDir(), after, 256)
+		docs, next, err := d.s.store.List(keys.PushDueDir(), after, 256)
 		if err != nil {
 			d.s.logger.Warn("push scheduler: list due", "err", err)
 			return time.Time{}
@@ -185,7 +184,7 @@ type firing struct {
 // prepare builds the firing of one due entry: a stale entry (cancelled or
 // fired schedule) is only deleted.
 func (d *dispatcher) prepare(dueDoc *raftstore.Document, e due, now time.Time) (*firing, error) {
-	scDoc, err := d.s.store.Get(schedulePath(e.ProjectID, e.ScheduleID))
+	scDoc, err := d.s.store.Get(keys.Schedule(e.ProjectID, e.ScheduleID))
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +211,8 @@ func (d *dispatcher) prepare(dueDoc *raftstore.Document, e due, now time.Time) (
 		ops: []raftstore.Op{
 			{Kind: raftstore.OpDelete, Path: dueDoc.Path},
 			{Kind: raftstore.OpPut, Path: scDoc.Path, Data: mustJSON(sc)},
-			{Kind: raftstore.OpPut, Path: notificationPath(e.ProjectID, note.ID), Data: mustJSON(note)},
-			{Kind: raftstore.OpPut, Path: jobPath(j.ID), Data: mustJSON(j)},
+			{Kind: raftstore.OpPut, Path: keys.Notification(e.ProjectID, note.ID), Data: mustJSON(note)},
+			{Kind: raftstore.OpPut, Path: keys.PushJob(j.ID), Data: mustJSON(j)},
 		},
 		log: func() {
 			d.s.logger.Info("push schedule fired", "schedule", sc.ID, "notification", note.ID,
@@ -267,13 +266,13 @@ func (d *dispatcher) startJobs(ctx context.Context) {
 	enabled := map[string]bool{}
 	after := ""
 	for ctx.Err() == nil {
-		docs, next, err := d.s.store.List(jobsDir(), after, 256)
+		docs, next, err := d.s.store.List(keys.PushJobsDir(), after, 256)
 		if err != nil {
 			d.s.logger.Warn("push dispatcher: list jobs", "err", err)
 			return
 		}
 		for _, doc := range docs {
-			id := doc.Path[len(jobsDir())+1:]
+			id := keys.Base(doc.Path)
 			if due, ok := idTime(id); ok && due > now {
 				return // jobs are keyed by due time: the rest are later
 			}
@@ -379,15 +378,15 @@ type batch struct {
 func (r *runner) run(ctx context.Context) error {
 	s := r.d.s
 	pid := r.pid
-	nd, err := s.store.Get(notificationPath(pid, r.nid))
+	nd, err := s.store.Get(keys.Notification(pid, r.nid))
 	if err != nil {
 		return err
 	}
 	if nd == nil {
 		// The notification is gone: nothing to deliver.
 		_, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}},
-			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.jid)}}})
+			Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}},
+			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.PushJob(r.jid)}}})
 		return err
 	}
 	var note Notification
@@ -481,7 +480,7 @@ func (r *runner) run(ctx context.Context) error {
 	if len(r.j.Inflight) == 0 {
 		// Every batch is marked: the last mark may have finished the job
 		// already; if the job ran out of users with nothing in flight, end it.
-		if d, err := s.store.Get(jobPath(r.jid)); err == nil && d != nil && d.Revision == r.rev {
+		if d, err := s.store.Get(keys.PushJob(r.jid)); err == nil && d != nil && d.Revision == r.rev {
 			return r.finish(ctx)
 		}
 	}
@@ -494,9 +493,9 @@ func (r *runner) usersAfter(cursor string, limit int) ([]string, bool, error) {
 	var dir string
 	switch {
 	case t.Project:
-		dir = usersDir(pid)
+		dir = keys.UsersDir(pid)
 	case t.Topic != "":
-		dir = topicDir(pid, t.Topic)
+		dir = keys.TopicDir(pid, t.Topic)
 	case t.UserID != "":
 		if cursor == "" || cursor < t.UserID {
 			return []string{t.UserID}, true, nil
@@ -521,13 +520,13 @@ func (r *runner) usersAfter(cursor string, limit int) ([]string, bool, error) {
 	}
 	out := make([]string, len(docs))
 	for i, d := range docs {
-		out[i] = d.Path[len(dir)+1:]
+		out[i] = keys.Base(d.Path)
 	}
 	return out, next == "", nil
 }
 
 func (r *runner) devices(uid string) ([]Device, error) {
-	docs, _, err := r.d.s.store.List(devicesDir(r.pid, uid), "", MaxDevicesByUser)
+	docs, _, err := r.d.s.store.List(keys.DevicesDir(r.pid, uid), "", MaxDevicesByUser)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +541,7 @@ func (r *runner) devices(uid string) ([]Device, error) {
 }
 
 func (r *runner) prefs(uid string) (Prefs, error) {
-	d, err := r.d.s.store.Get(prefsPath(r.pid, uid))
+	d, err := r.d.s.store.Get(keys.Prefs(r.pid, uid))
 	if err != nil {
 		return Prefs{}, err
 	}
@@ -601,7 +600,7 @@ func (r *runner) claim(ctx context.Context) (*batch, error) {
 		default:
 			ndev += len(devs)
 			b.recipients = append(b.recipients, recipient{uid: uid, devices: devs})
-			ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: inboxPath(r.pid, uid, r.nid),
+			ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Inbox(r.pid, uid, r.nid),
 				Data: mustJSON(r.inboxEntry(len(devs), now))})
 		}
 	}
@@ -610,7 +609,7 @@ func (r *runner) claim(ctx context.Context) (*batch, error) {
 	}
 	for _, at := range sortedKeys(deferred) {
 		dj := job{ID: newFIFOID(time.Unix(0, at)), ProjectID: r.pid, NID: r.nid, Target: Target{Users: deferred[at]}, DueAt: at}
-		ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(dj.ID), Data: mustJSON(dj)})
+		ops = append(ops, raftstore.Op{Kind: raftstore.OpPut, Path: keys.PushJob(dj.ID), Data: mustJSON(dj)})
 	}
 	next := r.j
 	next.Inflight = append([]flight(nil), r.j.Inflight...)
@@ -654,8 +653,8 @@ func (r *runner) inboxEntry(devices int, now time.Time) InboxEntry {
 func (r *runner) writeJob(ctx context.Context, next job, ops []raftstore.Op) error {
 	s := r.d.s
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-		Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}},
-		Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: jobPath(r.jid), Data: mustJSON(next)}}, ops...)})
+		Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}},
+		Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: keys.PushJob(r.jid), Data: mustJSON(next)}}, ops...)})
 	if err != nil {
 		return err
 	}
@@ -737,9 +736,9 @@ func (r *runner) deliver(ctx context.Context, b *batch) error {
 			c.delivered++
 		case Gone:
 			c.pruned++
-			th := tokenHash(msgs[i].Token)
-			prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: devicePath(r.pid, owners[i], th), IfExists: true})
-			if od, err := s.store.Get(tokenPath(r.pid, th)); err == nil && od != nil {
+			th := keys.DeviceTokenHash(msgs[i].Token)
+			prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: keys.Device(r.pid, owners[i], th), IfExists: true})
+			if od, err := s.store.Get(keys.DeviceToken(r.pid, th)); err == nil && od != nil {
 				var o tokenOwner
 				if json.Unmarshal(od.Data, &o) == nil && o.UserID == owners[i] {
 					prune = append(prune, raftstore.Op{Kind: raftstore.OpDelete, Path: od.Path, IfExists: true})
@@ -780,12 +779,12 @@ func (r *runner) mark(ctx context.Context, id int, c counts, prune []raftstore.O
 		if err != nil {
 			return err
 		}
-		jobOp := raftstore.Op{Kind: raftstore.OpPut, Path: jobPath(r.jid), Data: mustJSON(next)}
+		jobOp := raftstore.Op{Kind: raftstore.OpPut, Path: keys.PushJob(r.jid), Data: mustJSON(next)}
 		if final {
-			jobOp = raftstore.Op{Kind: raftstore.OpDelete, Path: jobPath(r.jid)}
+			jobOp = raftstore.Op{Kind: raftstore.OpDelete, Path: keys.PushJob(r.jid)}
 		}
 		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
+			Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
 			Ops:   append(append([]raftstore.Op{jobOp}, noteOps...), prune...)})
 		if err != nil {
 			return err
@@ -813,8 +812,8 @@ func (r *runner) finish(ctx context.Context) error {
 			return err
 		}
 		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: jobPath(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
-			Ops:   append([]raftstore.Op{{Kind: raftstore.OpDelete, Path: jobPath(r.jid)}}, noteOps...)})
+			Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
+			Ops:   append([]raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.PushJob(r.jid)}}, noteOps...)})
 		if err != nil {
 			return err
 		}
@@ -831,7 +830,7 @@ func (r *runner) finish(ctx context.Context) error {
 // noteUpdate adds c to the notification's counts; final marks it sent when
 // this is its main job (deferred jobs only add counts).
 func (r *runner) noteUpdate(c counts, final bool) ([]raftstore.Op, raftstore.Cond, error) {
-	path := notificationPath(r.pid, r.nid)
+	path := keys.Notification(r.pid, r.nid)
 	d, err := r.d.s.store.Get(path)
 	if err != nil {
 		return nil, raftstore.Cond{}, err

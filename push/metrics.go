@@ -3,6 +3,7 @@ package push
 import (
 	"time"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -97,18 +98,18 @@ func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
-	n, err := c.s.store.CountPrefix(jobsDir() + "/")
+	n, err := c.s.store.CountPrefix(keys.Under(keys.PushJobsDir()))
 	if err != nil {
 		return // the store is closed or failing: no sample rather than a wrong one
 	}
 	age := 0.0
 	if n > 0 {
-		docs, _, err := c.s.store.List(jobsDir(), "", 1)
+		docs, _, err := c.s.store.List(keys.PushJobsDir(), "", 1)
 		if err != nil {
 			return
 		}
 		if len(docs) > 0 {
-			if due, ok := idTime(docs[0].Path[len(jobsDir())+1:]); ok {
+			if due, ok := idTime(keys.Base(docs[0].Path)); ok {
 				age = max(c.s.now().Sub(time.Unix(0, due)).Seconds(), 0)
 			}
 		}

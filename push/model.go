@@ -2,7 +2,6 @@ package push
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -11,52 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/edgebase/edgebase/raftstore"
 )
-
-// Paths of push state. Everything lives in the replicated tree under reserved
-// "_" segments of the project (invisible to /api/db), or, for the dispatcher's
-// cluster-wide queues, under raftstore.SystemPrefix.
-func settingsPath(pid string) string          { return pid + "/_pushcfg" }
-func credentialsPath(pid string) string       { return pid + "/_fcm" }
-func tokenPath(pid, th string) string         { return pid + "/_tokens/" + th }
-func devicesDir(pid, uid string) string       { return pid + "/_devices/" + uid }
-func devicePath(pid, uid, th string) string   { return devicesDir(pid, uid) + "/" + th }
-func topicDir(pid, topic string) string       { return pid + "/_topics/" + topic }
-func userTopicsDir(pid, uid string) string    { return pid + "/_usertopics/" + uid }
-func lockPath(pid, uid string) string         { return pid + "/_pushlock/" + uid }
-func prefsPath(pid, uid string) string        { return pid + "/_prefs/" + uid }
-func notificationsDir(pid string) string      { return pid + "/_notifications" }
-func notificationPath(pid, nid string) string { return notificationsDir(pid) + "/" + nid }
-func schedulesDir(pid string) string          { return pid + "/_schedules" }
-func schedulePath(pid, sid string) string     { return schedulesDir(pid) + "/" + sid }
-func usersDir(pid string) string              { return pid + "/_users" }
-func userPath(pid, uid string) string         { return usersDir(pid) + "/" + uid }
-
-// inboxDir holds what was delivered to one user: their history, and (because
-// the realtime hub watches it) the socket channel.
-func inboxDir(pid, uid string) string { return pid + "/_notify/" + uid }
-func inboxPath(pid, uid, nid string) string {
-	return inboxDir(pid, uid) + "/" + nid
-}
-
-func jobsDir() string           { return raftstore.SystemPrefix + "/push/jobs" }
-func jobPath(jid string) string { return jobsDir() + "/" + jid }
-func dueDir() string            { return raftstore.SystemPrefix + "/push/due" }
-func duePath(key string) string { return dueDir() + "/" + key }
-
-// dueKey orders the scheduler's index by due time, then by schedule.
-func dueKey(at time.Time, pid, sid string) string {
-	return fmt.Sprintf("%020d.%s.%s", at.UnixNano(), pid, sid)
-}
-
-// tokenHash names a device token in paths: tokens are long and may hold
-// characters that paths do not.
-func tokenHash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:16])
-}
 
 // newID returns an id that sorts newest first (the time is inverted), so that
 // listing a directory in key order is listing it from the most recent.

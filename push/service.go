@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -195,7 +196,7 @@ func revOf(d *raftstore.Document) uint64 {
 // Enabled reports whether push is on for the project (it is until an owner
 // turns it off).
 func (s *Service) Enabled(pid string) (bool, error) {
-	d, err := s.store.Get(settingsPath(pid))
+	d, err := s.store.Get(keys.PushSettings(pid))
 	if err != nil {
 		return false, err
 	}
@@ -215,7 +216,7 @@ func (s *Service) SetEnabled(ctx context.Context, c Caller, enabled bool) (uint6
 		return 0, err
 	}
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpPut, Path: settingsPath(c.ProjectID), Data: mustJSON(settings{Enabled: enabled})}}})
+		{Kind: raftstore.OpPut, Path: keys.PushSettings(c.ProjectID), Data: mustJSON(settings{Enabled: enabled})}}})
 	if err != nil {
 		return 0, err
 	}
@@ -308,7 +309,7 @@ func (s *Service) SetCredentials(ctx context.Context, c Caller, raw []byte) (*Cr
 	}
 	info := CredentialsInfo{Configured: true, FCMProject: sa.ProjectID, ClientEmail: sa.ClientEmail, UpdatedAt: formatTime(s.now())}
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpPut, Path: credentialsPath(c.ProjectID), Data: mustJSON(storedCredentials{CredentialsInfo: info, Sealed: sealed})}}})
+		{Kind: raftstore.OpPut, Path: keys.FCMCredentials(c.ProjectID), Data: mustJSON(storedCredentials{CredentialsInfo: info, Sealed: sealed})}}})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -320,7 +321,7 @@ func (s *Service) Credentials(c Caller) (*CredentialsInfo, error) {
 	if err := ownerOnly(c, "read the FCM credentials"); err != nil {
 		return nil, err
 	}
-	d, err := s.store.Get(credentialsPath(c.ProjectID))
+	d, err := s.store.Get(keys.FCMCredentials(c.ProjectID))
 	if err != nil || d == nil {
 		return &CredentialsInfo{}, err
 	}
@@ -334,7 +335,7 @@ func (s *Service) Credentials(c Caller) (*CredentialsInfo, error) {
 // openCredentials returns the project's service-account JSON and the
 // revision it was stored at; nil when none is set.
 func (s *Service) openCredentials(pid string) ([]byte, uint64, error) {
-	d, err := s.store.Get(credentialsPath(pid))
+	d, err := s.store.Get(keys.FCMCredentials(pid))
 	if err != nil || d == nil {
 		return nil, 0, err
 	}
@@ -364,10 +365,10 @@ func (s *Service) Register(ctx context.Context, c Caller, token, platform string
 	if !platforms[platform] {
 		return nil, 0, fieldErr("deviceInfo.platform", "deviceInfo.platform must be android, ios or web")
 	}
-	th := tokenHash(token)
+	th := keys.DeviceTokenHash(token)
 	var dev Device
 	res, err := s.commit(ctx, func() (*raftstore.Txn, error) {
-		owner, err := s.store.Get(tokenPath(c.ProjectID, th))
+		owner, err := s.store.Get(keys.DeviceToken(c.ProjectID, th))
 		if err != nil {
 			return nil, err
 		}
@@ -378,9 +379,9 @@ func (s *Service) Register(ctx context.Context, c Caller, token, platform string
 			}
 		}
 		dev = Device{Token: token, Platform: platform, UserID: c.UserID, RegisteredAt: formatTime(s.now())}
-		t := &raftstore.Txn{Conds: []raftstore.Cond{{Path: tokenPath(c.ProjectID, th), Kind: raftstore.CondRevision, Revision: revOf(owner)}}}
+		t := &raftstore.Txn{Conds: []raftstore.Cond{{Path: keys.DeviceToken(c.ProjectID, th), Kind: raftstore.CondRevision, Revision: revOf(owner)}}}
 		if prev.UserID == c.UserID {
-			cur, err := s.store.Get(devicePath(c.ProjectID, c.UserID, th))
+			cur, err := s.store.Get(keys.Device(c.ProjectID, c.UserID, th))
 			if err != nil {
 				return nil, err
 			}
@@ -393,26 +394,26 @@ func (s *Service) Register(ctx context.Context, c Caller, token, platform string
 		} else {
 			// Adding a device: registrations of one account are serialised
 			// on its lock record, so concurrent ones cannot pass the limit.
-			lock, err := s.store.Get(lockPath(c.ProjectID, c.UserID))
+			lock, err := s.store.Get(keys.PushLock(c.ProjectID, c.UserID))
 			if err != nil {
 				return nil, err
 			}
-			n, err := s.store.CountPrefix(devicesDir(c.ProjectID, c.UserID) + "/")
+			n, err := s.store.CountPrefix(keys.Under(keys.DevicesDir(c.ProjectID, c.UserID)))
 			if err != nil {
 				return nil, err
 			}
 			if n >= MaxDevicesByUser {
 				return nil, withMsg(ErrTooMany, fmt.Sprintf("an account may register at most %d devices; unregister one first", MaxDevicesByUser), "token")
 			}
-			t.Conds = append(t.Conds, raftstore.Cond{Path: lockPath(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(lock)})
-			t.Ops = append(t.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: lockPath(c.ProjectID, c.UserID), Data: mustJSON(map[string]int{"devices": n + 1})})
+			t.Conds = append(t.Conds, raftstore.Cond{Path: keys.PushLock(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(lock)})
+			t.Ops = append(t.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: keys.PushLock(c.ProjectID, c.UserID), Data: mustJSON(map[string]int{"devices": n + 1})})
 			if prev.UserID != "" {
-				t.Ops = append(t.Ops, raftstore.Op{Kind: raftstore.OpDelete, Path: devicePath(c.ProjectID, prev.UserID, th), IfExists: true})
+				t.Ops = append(t.Ops, raftstore.Op{Kind: raftstore.OpDelete, Path: keys.Device(c.ProjectID, prev.UserID, th), IfExists: true})
 			}
 		}
 		t.Ops = append(t.Ops,
-			raftstore.Op{Kind: raftstore.OpPut, Path: tokenPath(c.ProjectID, th), Data: mustJSON(tokenOwner{UserID: c.UserID})},
-			raftstore.Op{Kind: raftstore.OpPut, Path: devicePath(c.ProjectID, c.UserID, th), Data: mustJSON(dev)})
+			raftstore.Op{Kind: raftstore.OpPut, Path: keys.DeviceToken(c.ProjectID, th), Data: mustJSON(tokenOwner{UserID: c.UserID})},
+			raftstore.Op{Kind: raftstore.OpPut, Path: keys.Device(c.ProjectID, c.UserID, th), Data: mustJSON(dev)})
 		return t, nil
 	})
 	if err != nil {
@@ -426,9 +427,9 @@ func (s *Service) Unregister(ctx context.Context, c Caller, token string) (uint6
 	if err := ValidateToken(token); err != nil {
 		return 0, err
 	}
-	th := tokenHash(token)
+	th := keys.DeviceTokenHash(token)
 	res, err := s.commit(ctx, func() (*raftstore.Txn, error) {
-		owner, err := s.store.Get(tokenPath(c.ProjectID, th))
+		owner, err := s.store.Get(keys.DeviceToken(c.ProjectID, th))
 		if err != nil {
 			return nil, err
 		}
@@ -440,10 +441,10 @@ func (s *Service) Unregister(ctx context.Context, c Caller, token string) (uint6
 			return nil, withMsg(ErrNotFound, "this device token is not registered to your account", "token")
 		}
 		return &raftstore.Txn{
-			Conds: []raftstore.Cond{{Path: tokenPath(c.ProjectID, th), Kind: raftstore.CondRevision, Revision: owner.Revision}},
+			Conds: []raftstore.Cond{{Path: keys.DeviceToken(c.ProjectID, th), Kind: raftstore.CondRevision, Revision: owner.Revision}},
 			Ops: []raftstore.Op{
-				{Kind: raftstore.OpDelete, Path: tokenPath(c.ProjectID, th)},
-				{Kind: raftstore.OpDelete, Path: devicePath(c.ProjectID, c.UserID, th), IfExists: true},
+				{Kind: raftstore.OpDelete, Path: keys.DeviceToken(c.ProjectID, th)},
+				{Kind: raftstore.OpDelete, Path: keys.Device(c.ProjectID, c.UserID, th), IfExists: true},
 			}}, nil
 	})
 	if err != nil {
@@ -454,7 +455,7 @@ func (s *Service) Unregister(ctx context.Context, c Caller, token string) (uint6
 
 // Devices lists the caller's registered devices.
 func (s *Service) Devices(c Caller) ([]Device, error) {
-	docs, _, err := s.store.List(devicesDir(c.ProjectID, c.UserID), "", MaxDevicesByUser)
+	docs, _, err := s.store.List(keys.DevicesDir(c.ProjectID, c.UserID), "", MaxDevicesByUser)
 	if err != nil {
 		return nil, err
 	}
@@ -480,16 +481,16 @@ func (s *Service) Subscribe(ctx context.Context, c Caller, topic string) (uint64
 	res, err := s.commit(ctx, func() (*raftstore.Txn, error) {
 		// Subscriptions of one account are serialised on its lock record,
 		// so concurrent ones cannot pass the limit.
-		lock, err := s.store.Get(lockPath(c.ProjectID, c.UserID))
+		lock, err := s.store.Get(keys.PushLock(c.ProjectID, c.UserID))
 		if err != nil {
 			return nil, err
 		}
-		cur, err := s.store.Get(userTopicsDir(c.ProjectID, c.UserID) + "/" + topic)
+		cur, err := s.store.Get(keys.UserTopic(c.ProjectID, c.UserID, topic))
 		if err != nil {
 			return nil, err
 		}
 		if cur == nil {
-			n, err := s.store.CountPrefix(userTopicsDir(c.ProjectID, c.UserID) + "/")
+			n, err := s.store.CountPrefix(keys.Under(keys.UserTopicsDir(c.ProjectID, c.UserID)))
 			if err != nil {
 				return nil, err
 			}
@@ -498,11 +499,11 @@ func (s *Service) Subscribe(ctx context.Context, c Caller, topic string) (uint64
 			}
 		}
 		return &raftstore.Txn{
-			Conds: []raftstore.Cond{{Path: lockPath(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(lock)}},
+			Conds: []raftstore.Cond{{Path: keys.PushLock(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(lock)}},
 			Ops: []raftstore.Op{
-				{Kind: raftstore.OpPut, Path: lockPath(c.ProjectID, c.UserID), Data: mustJSON(map[string]string{"topic": topic})},
-				{Kind: raftstore.OpPut, Path: topicDir(c.ProjectID, topic) + "/" + c.UserID, Data: at},
-				{Kind: raftstore.OpPut, Path: userTopicsDir(c.ProjectID, c.UserID) + "/" + topic, Data: at},
+				{Kind: raftstore.OpPut, Path: keys.PushLock(c.ProjectID, c.UserID), Data: mustJSON(map[string]string{"topic": topic})},
+				{Kind: raftstore.OpPut, Path: keys.TopicMember(c.ProjectID, topic, c.UserID), Data: at},
+				{Kind: raftstore.OpPut, Path: keys.UserTopic(c.ProjectID, c.UserID, topic), Data: at},
 			}}, nil
 	})
 	if err != nil {
@@ -517,8 +518,8 @@ func (s *Service) Unsubscribe(ctx context.Context, c Caller, topic string) (uint
 		return 0, err
 	}
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpDelete, Path: topicDir(c.ProjectID, topic) + "/" + c.UserID, IfExists: true},
-		{Kind: raftstore.OpDelete, Path: userTopicsDir(c.ProjectID, c.UserID) + "/" + topic, IfExists: true},
+		{Kind: raftstore.OpDelete, Path: keys.TopicMember(c.ProjectID, topic, c.UserID), IfExists: true},
+		{Kind: raftstore.OpDelete, Path: keys.UserTopic(c.ProjectID, c.UserID, topic), IfExists: true},
 	}})
 	if err != nil {
 		return 0, err
@@ -528,14 +529,13 @@ func (s *Service) Unsubscribe(ctx context.Context, c Caller, topic string) (uint
 
 // Topics lists the topics the caller follows.
 func (s *Service) Topics(c Caller) ([]string, error) {
-	docs, _, err := s.store.List(userTopicsDir(c.ProjectID, c.UserID), "", MaxTopicsByUser)
+	docs, _, err := s.store.List(keys.UserTopicsDir(c.ProjectID, c.UserID), "", MaxTopicsByUser)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, 0, len(docs))
-	prefix := userTopicsDir(c.ProjectID, c.UserID) + "/"
 	for _, d := range docs {
-		out = append(out, d.Path[len(prefix):])
+		out = append(out, keys.Base(d.Path))
 	}
 	return out, nil
 }
@@ -544,7 +544,7 @@ func (s *Service) Topics(c Caller) ([]string, error) {
 
 // Prefs returns the caller's preferences, defaults filled in.
 func (s *Service) Prefs(c Caller) (Prefs, error) {
-	d, err := s.store.Get(prefsPath(c.ProjectID, c.UserID))
+	d, err := s.store.Get(keys.Prefs(c.ProjectID, c.UserID))
 	if err != nil {
 		return Prefs{}, err
 	}
@@ -561,7 +561,7 @@ func (s *Service) SetPrefs(ctx context.Context, c Caller, u *PrefsUpdate) (Prefs
 	}
 	var out Prefs
 	res, err := s.commit(ctx, func() (*raftstore.Txn, error) {
-		d, err := s.store.Get(prefsPath(c.ProjectID, c.UserID))
+		d, err := s.store.Get(keys.Prefs(c.ProjectID, c.UserID))
 		if err != nil {
 			return nil, err
 		}
@@ -574,8 +574,8 @@ func (s *Service) SetPrefs(ctx context.Context, c Caller, u *PrefsUpdate) (Prefs
 		}
 		out = p
 		return &raftstore.Txn{
-			Conds: []raftstore.Cond{{Path: prefsPath(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(d)}},
-			Ops:   []raftstore.Op{{Kind: raftstore.OpPut, Path: prefsPath(c.ProjectID, c.UserID), Data: mustJSON(p)}},
+			Conds: []raftstore.Cond{{Path: keys.Prefs(c.ProjectID, c.UserID), Kind: raftstore.CondRevision, Revision: revOf(d)}},
+			Ops:   []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Prefs(c.ProjectID, c.UserID), Data: mustJSON(p)}},
 		}, nil
 	})
 	if err != nil {
@@ -593,16 +593,16 @@ func (s *Service) checkTarget(pid string, t Target) (int, error) {
 	}
 	switch {
 	case t.Project:
-		return s.store.CountPrefix(pid + "/_devices/")
+		return s.store.CountPrefix(keys.Under(keys.AllDevices(pid)))
 	case t.UserID != "":
-		u, err := s.store.Get(userPath(pid, t.UserID))
+		u, err := s.store.Get(keys.User(pid, t.UserID))
 		if err != nil {
 			return 0, err
 		}
 		if u == nil {
 			return 0, withMsg(ErrNotFound, "no account of this project has this id", "userId")
 		}
-		return s.store.CountPrefix(devicesDir(pid, t.UserID) + "/")
+		return s.store.CountPrefix(keys.Under(keys.DevicesDir(pid, t.UserID)))
 	default:
 		if err := ValidateTopic(t.Topic); err != nil {
 			return 0, err
@@ -610,12 +610,12 @@ func (s *Service) checkTarget(pid string, t Target) (int, error) {
 		n := 0
 		after := ""
 		for {
-			members, next, err := s.store.List(topicDir(pid, t.Topic), after, 1000)
+			members, next, err := s.store.List(keys.TopicDir(pid, t.Topic), after, 1000)
 			if err != nil {
 				return 0, err
 			}
 			for _, m := range members {
-				k, err := s.store.CountPrefix(devicesDir(pid, m.Path[len(topicDir(pid, t.Topic))+1:]) + "/")
+				k, err := s.store.CountPrefix(keys.Under(keys.DevicesDir(pid, keys.Base(m.Path))))
 				if err != nil {
 					return 0, err
 				}
@@ -654,8 +654,8 @@ func (s *Service) Send(ctx context.Context, c Caller, t Target, content Content)
 		CreatedAt: formatTime(now), CreatedBy: c.UserID, Targets: n}
 	j := job{ID: newFIFOID(now), ProjectID: c.ProjectID, NID: note.ID, Target: t}
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpPut, Path: notificationPath(c.ProjectID, note.ID), Data: mustJSON(note)},
-		{Kind: raftstore.OpPut, Path: jobPath(j.ID), Data: mustJSON(j)},
+		{Kind: raftstore.OpPut, Path: keys.Notification(c.ProjectID, note.ID), Data: mustJSON(note)},
+		{Kind: raftstore.OpPut, Path: keys.PushJob(j.ID), Data: mustJSON(j)},
 	}})
 	if err != nil {
 		return nil, 0, err
@@ -665,8 +665,6 @@ func (s *Service) Send(ctx context.Context, c Caller, t Target, content Content)
 }
 
 // ---- schedules -------------------------------------------------------------
-
-func mySchedulesDir(pid, uid string) string { return pid + "/_myschedules/" + uid }
 
 // ParseSendAt reads an RFC 3339 UTC timestamp.
 func ParseSendAt(s string) (time.Time, error) {
@@ -721,11 +719,11 @@ func (s *Service) Schedule(ctx context.Context, c Caller, t *Target, content Con
 	}
 	sc := &Schedule{ID: newID(now), ProjectID: c.ProjectID, Content: content, Target: target, SendAt: formatTime(at),
 		Status: StatusScheduled, CreatedAt: formatTime(now), CreatedBy: c.UserID}
-	sc.DueKey = dueKey(at, c.ProjectID, sc.ID)
+	sc.DueKey = keys.PushDueKey(at, c.ProjectID, sc.ID)
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpPut, Path: schedulePath(c.ProjectID, sc.ID), Data: mustJSON(sc)},
-		{Kind: raftstore.OpPut, Path: mySchedulesDir(c.ProjectID, c.UserID) + "/" + sc.ID, Data: mustJSON(map[string]string{"id": sc.ID})},
-		{Kind: raftstore.OpPut, Path: duePath(sc.DueKey), Data: mustJSON(due{ProjectID: c.ProjectID, ScheduleID: sc.ID, SendAt: at.UnixNano()})},
+		{Kind: raftstore.OpPut, Path: keys.Schedule(c.ProjectID, sc.ID), Data: mustJSON(sc)},
+		{Kind: raftstore.OpPut, Path: keys.MySchedule(c.ProjectID, c.UserID, sc.ID), Data: mustJSON(map[string]string{"id": sc.ID})},
+		{Kind: raftstore.OpPut, Path: keys.PushDue(sc.DueKey), Data: mustJSON(due{ProjectID: c.ProjectID, ScheduleID: sc.ID, SendAt: at.UnixNano()})},
 	}})
 	if err != nil {
 		return nil, 0, err
@@ -758,9 +756,9 @@ func (s *Service) Schedules(c Caller, limit int, cursor string) (*Page[Schedule]
 	if err := ValidateCursor(cursor); err != nil {
 		return nil, err
 	}
-	dir := schedulesDir(c.ProjectID)
+	dir := keys.SchedulesDir(c.ProjectID)
 	if !c.IsOwner() {
-		dir = mySchedulesDir(c.ProjectID, c.UserID)
+		dir = keys.MySchedulesDir(c.ProjectID, c.UserID)
 	}
 	docs, next, err := s.store.List(dir, cursor, limit)
 	if err != nil {
@@ -770,7 +768,7 @@ func (s *Service) Schedules(c Caller, limit int, cursor string) (*Page[Schedule]
 	for _, d := range docs {
 		doc := d
 		if !c.IsOwner() {
-			if doc, err = s.store.Get(schedulePath(c.ProjectID, d.Path[len(dir)+1:])); err != nil {
+			if doc, err = s.store.Get(keys.Schedule(c.ProjectID, keys.Base(d.Path))); err != nil {
 				return nil, err
 			}
 			if doc == nil {
@@ -794,7 +792,7 @@ func (s *Service) CancelSchedule(ctx context.Context, c Caller, sid string) (*Sc
 	}
 	var sc Schedule
 	res, err := s.commit(ctx, func() (*raftstore.Txn, error) {
-		d, err := s.store.Get(schedulePath(c.ProjectID, sid))
+		d, err := s.store.Get(keys.Schedule(c.ProjectID, sid))
 		if err != nil {
 			return nil, err
 		}
@@ -815,7 +813,7 @@ func (s *Service) CancelSchedule(ctx context.Context, c Caller, sid string) (*Sc
 			Conds: []raftstore.Cond{{Path: d.Path, Kind: raftstore.CondRevision, Revision: d.Revision}},
 			Ops: []raftstore.Op{
 				{Kind: raftstore.OpPut, Path: d.Path, Data: mustJSON(sc)},
-				{Kind: raftstore.OpDelete, Path: duePath(sc.DueKey), IfExists: true},
+				{Kind: raftstore.OpDelete, Path: keys.PushDue(sc.DueKey), IfExists: true},
 			}}, nil
 	})
 	if err != nil {
@@ -851,9 +849,9 @@ func (s *Service) History(c Caller, limit int, cursor string) (*Page[HistoryItem
 	if err := ValidateCursor(cursor); err != nil {
 		return nil, err
 	}
-	dir := notificationsDir(c.ProjectID)
+	dir := keys.NotificationsDir(c.ProjectID)
 	if !c.IsOwner() {
-		dir = inboxDir(c.ProjectID, c.UserID)
+		dir = keys.InboxDir(c.ProjectID, c.UserID)
 	}
 	docs, next, err := s.store.List(dir, cursor, limit)
 	if err != nil {
