@@ -8,9 +8,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/node/nodetest"
 	"github.com/edgebase/edgebase/raftstore"
-	"github.com/edgebase/edgebase/realtime"
 )
 
 // promptly bounds how long an ended session or a lost permission may take
@@ -223,7 +223,7 @@ func TestAccess(t *testing.T) {
 			x.c.subscribe("own", "users/"+x.u.ID, true)
 			x.c.snapshot("own")
 		}
-		rev := h.txn(t, raftstore.Op{Kind: raftstore.OpPut, Path: realtime.NotifyPath(p.ID, a.ID, "n1"),
+		rev := h.txn(t, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Inbox(p.ID, a.ID, "n1"),
 			Data: json.RawMessage(`{"title":"t","body":"b","data":{"k":"v"}}`)})
 		for _, c := range []*client{ca, ca2} {
 			m := c.expect("notification")
@@ -242,7 +242,7 @@ func TestAccess(t *testing.T) {
 		co, _ := h.connect(t, p, p.OwnerToken)
 		co.subscribe("all", "users", true)
 		co.snapshot("all")
-		h.txn(t, raftstore.Op{Kind: raftstore.OpPut, Path: realtime.NotifyPath(p.ID, b.ID, "n2"), Data: json.RawMessage(`{"title":"t2"}`)})
+		h.txn(t, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Inbox(p.ID, b.ID, "n2"), Data: json.RawMessage(`{"title":"t2"}`)})
 		if m := cb.expect("notification"); m.ID != "n2" || m.Title != "t2" {
 			t.Fatalf("notification %s: want n2", m)
 		}

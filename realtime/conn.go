@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -326,7 +327,7 @@ func (c *conn) subscribe(m clientMsg) {
 	}
 	p := c.principal
 	ctx, cancel := context.WithCancel(c.ctx)
-	s := &sub{c: c, id: m.ID, head: changeHead(m.ID), path: c.pid + "/" + m.Collection, prefix: m.Prefix, ctx: ctx, cancel: cancel}
+	s := &sub{c: c, id: m.ID, head: changeHead(m.ID), path: keys.Doc(c.pid, m.Collection), prefix: m.Prefix, ctx: ctx, cancel: cancel}
 	c.subs[m.ID] = s
 	c.srv.subscriptions.Add(1)
 	c.mu.Unlock()

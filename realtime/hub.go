@@ -3,8 +3,8 @@ package realtime
 import (
 	"context"
 	"errors"
-	"strings"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -193,26 +193,19 @@ func (sh *shard) route(b *raftstore.Batch) {
 	}
 }
 
-// Watched system paths: a connection's session, its account, its project's
-// rules (access must be judged again) and its notification inbox.
-func sessionWatch(tokenHash string) string { return raftstore.SystemPrefix + "/sessions/" + tokenHash }
-func userWatch(pid, uid string) string     { return pid + "/_users/" + uid }
-func rulesWatch(pid string) string         { return pid + "/_rules" }
-
-// NotifyPath is where a notification for a user is committed for realtime
-// delivery: <project>/_notify/<user>/<id>. Every node delivers it to the
-// user's connections as {"op":"notification", ...the document's fields}.
-func NotifyPath(pid, uid, id string) string { return notifyWatch(pid, uid) + "/" + id }
-func notifyWatch(pid, uid string) string    { return pid + "/_notify/" + uid }
-
 func (sh *shard) routeWatch(ev *raftstore.Event) {
 	for c := range sh.watch[ev.Path] {
 		c.recheck()
 	}
-	// A notification: <pid>/_notify/<uid>/<id>.
-	if i := strings.LastIndexByte(ev.Path, '/'); i > 0 && ev.Type == raftstore.EventSet {
-		if set := sh.watch[ev.Path[:i]]; len(set) > 0 && strings.Contains(ev.Path[:i], "/_notify/") {
-			msg := notificationMsg(ev, ev.Path[i+1:])
+	// A notification committed to a watched inbox (keys.Inbox): every node
+	// delivers it to the user's connections as {"op":"notification", ...the
+	// document's fields}.
+	if ev.Type != raftstore.EventSet {
+		return
+	}
+	if pid, uid, nid, ok := keys.ParseInbox(ev.Path); ok {
+		if set := sh.watch[keys.InboxDir(pid, uid)]; len(set) > 0 {
+			msg := notificationMsg(ev, nid)
 			for c := range set {
 				c.enqueue(msg)
 			}

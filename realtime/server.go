@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -388,8 +389,9 @@ func (s *Server) run(ctx context.Context, ws *websocket.Conn, cork *corkConn, p 
 	c := &conn{srv: s, ws: ws, cork: cork, shard: sh, token: token, pid: p.ProjectID, ctx: cctx, cancel: cancel,
 		principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
 	c.out = newOutQueue(s.cfg.QueueSize, func() { go c.writer() })
-	watches := []string{sessionWatch(auth.HashToken(token)), userWatch(p.ProjectID, p.UserID),
-		rulesWatch(p.ProjectID), notifyWatch(p.ProjectID, p.UserID)}
+	// Watched system documents: those whose change can end the session
+	// (access must be judged again), and the notification inbox.
+	watches := append(keys.SessionEnds(p.ProjectID, p.UserID, auth.HashToken(token)), keys.InboxDir(p.ProjectID, p.UserID))
 	if err := sh.do(cctx, func() {
 		for _, w := range watches {
 			add(sh.watch, w, c)
