@@ -2,33 +2,69 @@ package auth
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 	"net/mail"
 	"strings"
+	"time"
+
+	"github.com/edgebase/edgebase/keys"
+	"github.com/edgebase/edgebase/raftstore"
 )
 
-// The messages of the validation errors below are written for end users: the
-// HTTP layer may show them verbatim in a 400 response.
+// Error is a refusal of the auth service with its HTTP face: status, stable
+// code, message and (for most) the request field at fault. The API layer
+// renders it as is; there is no second table of codes. Compare with
+// errors.Is against the sentinels below.
+type Error struct {
+	status int
+	code   string
+	msg    string
+	field  string
+}
+
+func (e *Error) Error() string { return e.msg }
+
+// Status is the HTTP status of the refusal.
+func (e *Error) Status() int { return e.status }
+
+// Code is the stable machine code.
+func (e *Error) Code() string { return e.code }
+
+// Message is the text shown to the client, written for end users.
+func (e *Error) Message() string { return e.msg }
+
+// Field names the request field at fault by default ("" for none); a
+// FieldError around the error names another.
+func (e *Error) Field() string { return e.field }
+
+func refusal(status int, code, field, msg string) *Error {
+	return &Error{status: status, code: code, msg: msg, field: field}
+}
+
+// The messages of the refusals below are written for end users: the HTTP
+// layer shows them verbatim.
 var (
 	// ErrPasswordTooShort is returned by ValidatePassword for a password of
 	// fewer than MinPasswordLen characters.
-	ErrPasswordTooShort = errors.New("password must be at least 8 characters")
+	ErrPasswordTooShort = refusal(http.StatusBadRequest, "invalid_argument", "password", "password must be at least 8 characters")
 
 	// ErrPasswordTooLong is returned by ValidatePassword for a password of
 	// more than MaxPasswordLen characters. Long passwords are refused, never
 	// silently truncated.
-	ErrPasswordTooLong = errors.New("password must be at most 128 characters")
+	ErrPasswordTooLong = refusal(http.StatusBadRequest, "invalid_argument", "password", "password must be at most 128 characters")
 
 	// ErrPasswordCommon is returned by ValidatePassword for a password found
 	// in the list of commonly used passwords.
-	ErrPasswordCommon = errors.New("password is too common")
+	ErrPasswordCommon = refusal(http.StatusBadRequest, "invalid_argument", "password", "password is too common")
 
 	// ErrInvalidEmail is returned by ValidateEmail for anything that is not a
 	// single bare address such as "ada@example.com".
-	ErrInvalidEmail = errors.New("email is not a valid address")
+	ErrInvalidEmail = refusal(http.StatusBadRequest, "invalid_argument", "email", "email is not a valid address")
 
 	// ErrBadHash is returned by Hasher.Verify when the stored hash is not a
 	// well-formed argon2id PHC string. It means corrupt state, not a wrong
-	// password.
+	// password (an internal error).
 	ErrBadHash = errors.New("auth: malformed password hash")
 
 	// ErrInvalidRules is the error every *RuleError wraps, so callers can
@@ -40,47 +76,73 @@ var (
 	// the cost limit). Access is denied in that case.
 	ErrRuleEval = errors.New("auth: rule evaluation failed")
 
-	// ErrInvalidArgument means a request field is malformed.
-	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrInvalidArgument means a request field is malformed; it is wrapped
+	// with the detail (fmt.Errorf("%w: ...")), which the client is shown.
+	ErrInvalidArgument = refusal(http.StatusBadRequest, "invalid_argument", "", "invalid argument")
 	// ErrMissingAPIKey means X-Project-Id or X-API-Key is absent.
-	ErrMissingAPIKey = errors.New("X-Project-Id and X-API-Key are required")
+	ErrMissingAPIKey = refusal(http.StatusUnauthorized, "missing_api_key", "", "X-Project-Id and X-API-Key are required")
 	// ErrInvalidAPIKey means the API key does not belong to the project.
-	ErrInvalidAPIKey = errors.New("API key is not valid for this project")
+	ErrInvalidAPIKey = refusal(http.StatusUnauthorized, "invalid_api_key", "", "API key is not valid for this project")
 	// ErrEmailTaken means an account with that email exists in the project.
-	ErrEmailTaken = errors.New("an account with this email already exists")
+	ErrEmailTaken = refusal(http.StatusConflict, "email_taken", "email", "an account with this email already exists")
 	// ErrInvalidCredentials means the email or the password is wrong (never which).
-	ErrInvalidCredentials = errors.New("email or password is wrong")
+	ErrInvalidCredentials = refusal(http.StatusUnauthorized, "invalid_credentials", "", "email or password is wrong")
 	// ErrMissingToken means no bearer token was sent.
-	ErrMissingToken = errors.New("a bearer token is required")
+	ErrMissingToken = refusal(http.StatusUnauthorized, "missing_token", "", "a bearer token is required")
 	// ErrInvalidToken means the bearer token is unknown, revoked or expired.
-	ErrInvalidToken = errors.New("the bearer token is not valid")
+	ErrInvalidToken = refusal(http.StatusUnauthorized, "invalid_token", "", "the bearer token is not valid")
 	// ErrInvalidTicket means the login ticket is unknown, used, expired or
 	// void after too many wrong codes.
-	ErrInvalidTicket = errors.New("the login ticket is not valid; log in again")
+	ErrInvalidTicket = refusal(http.StatusUnauthorized, "invalid_ticket", "loginTicket", "the login ticket is not valid; log in again")
 	// ErrInvalidCode means a TOTP or recovery code is wrong, malformed or was
 	// already used.
-	ErrInvalidCode = errors.New("the code is not valid")
+	ErrInvalidCode = refusal(http.StatusBadRequest, "invalid_code", "code", "the code is not valid")
 	// ErrInvalidVerifyToken means the verify token of a password reset is
 	// unknown, used, expired or for another account.
-	ErrInvalidVerifyToken = errors.New("the verify token is not valid")
+	ErrInvalidVerifyToken = refusal(http.StatusUnauthorized, "invalid_verify_token", "verifyToken", "the verify token is not valid")
 	// ErrTOTPEnabled means the account already has a confirmed authenticator.
-	ErrTOTPEnabled = errors.New("an authenticator is already enabled for this account")
+	ErrTOTPEnabled = refusal(http.StatusConflict, "totp_already_enabled", "", "an authenticator is already enabled for this account")
 	// ErrTOTPNotEnabled means the account has no confirmed authenticator.
-	ErrTOTPNotEnabled = errors.New("no authenticator is enabled for this account")
+	ErrTOTPNotEnabled = refusal(http.StatusConflict, "totp_not_enabled", "", "no authenticator is enabled for this account")
 	// ErrTOTPNotPending means confirm was called without a pending enrollment.
-	ErrTOTPNotPending = errors.New("no authenticator enrollment is pending; call enroll first")
+	ErrTOTPNotPending = refusal(http.StatusConflict, "totp_not_enrolled", "", "no authenticator enrollment is pending; call enroll first")
 	// ErrForbidden means the caller's role does not allow the action.
-	ErrForbidden = errors.New("only an owner may do this")
+	ErrForbidden = refusal(http.StatusForbidden, "forbidden", "", "only an owner may do this")
 	// ErrUserNotFound means no account of the project has the given id.
-	ErrUserNotFound = errors.New("no account with this id")
+	ErrUserNotFound = refusal(http.StatusNotFound, "not_found", "userId", "no account with this id")
 	// ErrOwnRole means an owner tried to change their own role, which could
 	// leave a project without an owner.
-	ErrOwnRole = errors.New("an owner cannot change their own role")
+	ErrOwnRole = refusal(http.StatusConflict, "own_role", "userId", "an owner cannot change their own role")
 	// ErrProjectNotFound means no project has the given id.
-	ErrProjectNotFound = errors.New("no project with this id")
+	ErrProjectNotFound = refusal(http.StatusNotFound, "not_found", "id", "no project with this id")
 	// ErrLastOwner means a change would leave the project without an owner.
-	ErrLastOwner = errors.New("the project would be left without an owner")
+	ErrLastOwner = refusal(http.StatusConflict, "last_owner", "userId", "the project would be left without an owner")
+	// ErrNoSecretKey means the node was started without a secret key, so it
+	// cannot seal or open TOTP secrets: the authenticator is off. The same
+	// code is push's answer for FCM credentials, which need the key too.
+	ErrNoSecretKey = refusal(http.StatusNotImplemented, "secret_key_required", "", "this cluster has no secret key, so the authenticator is off; the operator must set --secret-key-file or EDGEBASE_SECRET_KEY")
 )
+
+// Status, Code, Message and Field give a *RuleError its HTTP face: 400
+// naming the rule and field at fault.
+func (e *RuleError) Status() int     { return http.StatusBadRequest }
+func (e *RuleError) Code() string    { return "invalid_argument" }
+func (e *RuleError) Message() string { return e.Error() }
+func (e *RuleError) Field() string {
+	if e.Index < 0 {
+		return e.Part
+	}
+	return fmt.Sprintf("rules[%d].%s", e.Index, e.Part)
+}
+
+// Status, Code, Message and RetryAfter give a *RateLimitError its HTTP
+// face: 429 with Retry-After in whole seconds (at least 1).
+func (e *RateLimitError) Status() int     { return http.StatusTooManyRequests }
+func (e *RateLimitError) Code() string    { return "rate_limited" }
+func (e *RateLimitError) Message() string { return ErrRateLimited.Error() }
+func (e *RateLimitError) RetryAfterSeconds() int {
+	return max(int((e.RetryAfter+time.Second-1)/time.Second), 1)
+}
 
 // maxEmailLen is the longest address that fits in an SMTP forward-path (RFC
 // 5321 §4.5.3.1.3 minus the angle brackets).
@@ -114,9 +176,7 @@ func ValidateEmail(s string) error {
 // the form in which addresses are stored and looked up. Lowercasing the local
 // part is not RFC-correct in theory but is what every mail provider does in
 // practice, and it stops "Ada@x.io" and "ada@x.io" becoming two accounts.
-func NormalizeEmail(s string) string {
-	return strings.ToLower(strings.TrimSpace(s))
-}
+func NormalizeEmail(s string) string { return keys.NormalizeEmail(s) }
 
 // FieldError names the request field an error is about.
 type FieldError struct {
@@ -126,3 +186,18 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// DecidedRefusal is the error of a write the Decider refused in Apply
+// (raftstore.ErrCodeUnauthenticated, ErrCodeForbidden, ErrCodeLastOwner), or
+// nil for any other code: one place gives those results their meaning.
+func DecidedRefusal(code raftstore.OpError) error {
+	switch code {
+	case raftstore.ErrCodeUnauthenticated:
+		return ErrInvalidToken
+	case raftstore.ErrCodeForbidden:
+		return ErrForbidden
+	case raftstore.ErrCodeLastOwner:
+		return ErrLastOwner
+	}
+	return nil
+}

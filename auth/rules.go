@@ -62,20 +62,20 @@ func DefaultRules() RuleSet {
 }
 
 // RuleError reports an invalid rules document. Index is the position of the
-// offending rule, or -1 when the document as a whole is at fault; Field is
+// offending rule, or -1 when the document as a whole is at fault; Part is
 // "match", "read" or "write" (or "rules" when Index is -1). It wraps
 // ErrInvalidRules.
 type RuleError struct {
 	Index int
-	Field string
+	Part  string
 	Msg   string
 }
 
 func (e *RuleError) Error() string {
 	if e.Index < 0 {
-		return e.Field + ": " + e.Msg
+		return e.Part + ": " + e.Msg
 	}
-	return fmt.Sprintf("rules[%d].%s: %s", e.Index, e.Field, e.Msg)
+	return fmt.Sprintf("rules[%d].%s: %s", e.Index, e.Part, e.Msg)
 }
 
 // Unwrap lets errors.Is(err, ErrInvalidRules) recognise every RuleError.
@@ -188,7 +188,7 @@ func newRulesEnv() (*cel.Env, error) {
 // every number is a double. Each expression must have type bool.
 func CompileRules(rs RuleSet) (*CompiledRules, error) {
 	if len(rs.Rules) > MaxRules {
-		return nil, &RuleError{Index: -1, Field: "rules", Msg: fmt.Sprintf("at most %d rules are allowed, got %d", MaxRules, len(rs.Rules))}
+		return nil, &RuleError{Index: -1, Part: "rules", Msg: fmt.Sprintf("at most %d rules are allowed, got %d", MaxRules, len(rs.Rules))}
 	}
 	base, err := newRulesEnv()
 	if err != nil {
@@ -201,7 +201,7 @@ func CompileRules(rs RuleSet) (*CompiledRules, error) {
 	for i, r := range rs.Rules {
 		pat, err := parsePattern(r.Match)
 		if err != nil {
-			return nil, &RuleError{Index: i, Field: "match", Msg: err.Error()}
+			return nil, &RuleError{Index: i, Part: "match", Msg: err.Error()}
 		}
 		env := base
 		var decls []cel.EnvOption
@@ -212,15 +212,15 @@ func CompileRules(rs RuleSet) (*CompiledRules, error) {
 		}
 		if len(decls) > 0 {
 			if env, err = base.Extend(decls...); err != nil {
-				return nil, &RuleError{Index: i, Field: "match", Msg: err.Error()}
+				return nil, &RuleError{Index: i, Part: "match", Msg: err.Error()}
 			}
 		}
 		cr := compiledRule{pat: pat}
 		if cr.read, err = compileRuleExpr(env, r.Read); err != nil {
-			return nil, &RuleError{Index: i, Field: "read", Msg: err.Error()}
+			return nil, &RuleError{Index: i, Part: "read", Msg: err.Error()}
 		}
 		if cr.write, err = compileRuleExpr(env, r.Write); err != nil {
-			return nil, &RuleError{Index: i, Field: "write", Msg: err.Error()}
+			return nil, &RuleError{Index: i, Part: "write", Msg: err.Error()}
 		}
 		c.rules = append(c.rules, cr)
 	}

@@ -298,8 +298,8 @@ func TestCompileErrors(t *testing.T) {
 			t.Errorf("%s: CompileRules error = %v, want *RuleError", tc.name, err)
 			continue
 		}
-		if re.Index != tc.wantIndex || re.Field != tc.wantField {
-			t.Errorf("%s: RuleError at %d.%s, want %d.%s (%v)", tc.name, re.Index, re.Field, tc.wantIndex, tc.wantField, err)
+		if re.Index != tc.wantIndex || re.Part != tc.wantField {
+			t.Errorf("%s: RuleError at %d.%s, want %d.%s (%v)", tc.name, re.Index, re.Part, tc.wantIndex, tc.wantField, err)
 		}
 		if !strings.Contains(err.Error(), tc.wantInText) {
 			t.Errorf("%s: error %q does not mention %q", tc.name, err, tc.wantInText)

@@ -16,10 +16,6 @@ import (
 // AES-256-GCM.
 const SecretKeyLen = 32
 
-// ErrNoSecretKey means the node was started without a secret key, so it
-// cannot seal or open TOTP secrets.
-var ErrNoSecretKey = errors.New("auth: no secret key configured (set --secret-key-file or EDGEBASE_SECRET_KEY)")
-
 // ErrSealedCorrupt means a sealed value could not be opened: a wrong key, a
 // value moved to another account, or corrupt state.
 var ErrSealedCorrupt = errors.New("auth: sealed value cannot be opened with this key")

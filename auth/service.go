@@ -683,19 +683,16 @@ func (s *Service) commitAs(ctx context.Context, p *Principal, ops ...raftstore.O
 	if err != nil {
 		return nil, err
 	}
-	switch res.Err {
-	case raftstore.ErrCodeNone:
+	if res.OK() {
 		return res, nil
-	case raftstore.ErrCodeUnauthenticated:
-		s.forgetGuard(p.Session)
-		return nil, ErrInvalidToken
-	case raftstore.ErrCodeForbidden:
-		return nil, ErrForbidden
-	case raftstore.ErrCodeLastOwner:
-		return nil, ErrLastOwner
-	default:
-		return res, fmt.Errorf("%w: %s", errRefused, res.Err)
 	}
+	if err := DecidedRefusal(res.Err); err != nil {
+		if res.Err == raftstore.ErrCodeUnauthenticated {
+			s.forgetGuard(p.Session)
+		}
+		return nil, err
+	}
+	return res, fmt.Errorf("%w: %s", errRefused, res.Err)
 }
 
 // errRefused wraps a refusal commitAs does not name; callers that expect

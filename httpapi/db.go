@@ -310,12 +310,10 @@ func opError(res *raftstore.TxnResult, coll, field string) error {
 	switch res.Err {
 	case raftstore.ErrCodeNone:
 		return nil
-	case raftstore.ErrCodeUnauthenticated:
-		ae = newError(http.StatusUnauthorized, "invalid_token", auth.ErrInvalidToken.Error())
 	case raftstore.ErrCodeForbidden:
 		ae = newError(http.StatusForbidden, "forbidden", "the access rules do not allow this write of "+coll)
-	case raftstore.ErrCodeLastOwner:
-		ae = newError(http.StatusConflict, "last_owner", "the project would be left without an owner")
+	case raftstore.ErrCodeUnauthenticated, raftstore.ErrCodeLastOwner:
+		ae = errorFor(auth.DecidedRefusal(res.Err))
 	case raftstore.ErrCodeCondFailed:
 		ae = newError(http.StatusPreconditionFailed, "precondition_failed", "the revision of "+coll+" does not match If-Match")
 	case raftstore.ErrCodeNotFound:

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/raftstore"
@@ -52,90 +50,47 @@ func inField(field string, err error) error {
 	return &fieldError{field: field, err: err}
 }
 
-// errorFor is the one mapping from errors to status, code and message.
+// coded is a refusal that carries its HTTP face where it is defined (auth's,
+// push's and realtime's errors); it may name a field (Field) and a
+// Retry-After (RetryAfterSeconds).
+type coded interface {
+	Status() int
+	Code() string
+	Message() string
+}
+
+// errorFor renders an error as status, code, message and field. Refusals
+// carry their own face (coded); what is left here is the store's transport
+// errors, which raftstore keeps free of HTTP.
 func errorFor(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
 	}
-	// Other packages' refusals that carry their HTTP face (realtime's).
-	var coded interface {
-		Status() int
-		Code() string
-		Message() string
-	}
-	if errors.As(err, &coded) {
-		ae := &apiError{Status: coded.Status(), Code: coded.Code(), Message: coded.Message()}
-		if f, ok := coded.(interface{ Field() string }); ok {
+	var c coded
+	if errors.As(err, &c) {
+		ae := &apiError{Status: c.Status(), Code: c.Code(), Message: c.Message()}
+		if f, ok := c.(interface{ Field() string }); ok {
 			ae.Field = f.Field()
+		}
+		if r, ok := c.(interface{ RetryAfterSeconds() int }); ok {
+			ae.RetryAfter = r.RetryAfterSeconds()
+		}
+		// A field named where the error was raised wins over the default,
+		// and so does its detail for a malformed argument.
+		var fe *fieldError
+		var afe *auth.FieldError
+		switch {
+		case errors.As(err, &fe):
+			ae.Field = fe.field
+		case errors.As(err, &afe):
+			ae.Field, ae.Message = afe.Field, afe.Err.Error()
+		case errors.Is(err, auth.ErrInvalidArgument):
+			ae.Message = err.Error()
 		}
 		return ae
 	}
-	field := ""
-	var fe *fieldError
-	var afe *auth.FieldError
-	if errors.As(err, &fe) {
-		field = fe.field
-	} else if errors.As(err, &afe) {
-		field = afe.Field
-	}
-	for _, weak := range []error{auth.ErrPasswordTooShort, auth.ErrPasswordTooLong, auth.ErrPasswordCommon} {
-		if errors.Is(err, weak) {
-			return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: weak.Error(), Field: orDefault(field, "password")}
-		}
-	}
-	var re *auth.RuleError
-	var rl *auth.RateLimitError
 	switch {
-	case errors.As(err, &rl):
-		secs := int((rl.RetryAfter + time.Second - 1) / time.Second)
-		return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Message: auth.ErrRateLimited.Error(), RetryAfter: max(secs, 1)}
-	case errors.As(err, &re):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: re.Error(), Field: fmt.Sprintf("rules[%d].%s", re.Index, re.Field)}
-	case errors.Is(err, auth.ErrInvalidEmail):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: auth.ErrInvalidEmail.Error(), Field: orDefault(field, "email")}
-	case errors.Is(err, auth.ErrInvalidArgument):
-		msg := err.Error()
-		if afe != nil {
-			msg = afe.Err.Error()
-		}
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: msg, Field: field}
-	case errors.Is(err, auth.ErrMissingAPIKey):
-		return newError(http.StatusUnauthorized, "missing_api_key", auth.ErrMissingAPIKey.Error())
-	case errors.Is(err, auth.ErrInvalidAPIKey):
-		return newError(http.StatusUnauthorized, "invalid_api_key", auth.ErrInvalidAPIKey.Error())
-	case errors.Is(err, auth.ErrMissingToken):
-		return newError(http.StatusUnauthorized, "missing_token", auth.ErrMissingToken.Error())
-	case errors.Is(err, auth.ErrInvalidToken):
-		return newError(http.StatusUnauthorized, "invalid_token", auth.ErrInvalidToken.Error())
-	case errors.Is(err, auth.ErrInvalidCredentials):
-		return &apiError{Status: http.StatusUnauthorized, Code: "invalid_credentials", Message: auth.ErrInvalidCredentials.Error(), Field: field}
-	case errors.Is(err, auth.ErrInvalidTicket):
-		return &apiError{Status: http.StatusUnauthorized, Code: "invalid_ticket", Message: auth.ErrInvalidTicket.Error(), Field: "loginTicket"}
-	case errors.Is(err, auth.ErrInvalidCode):
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_code", Message: auth.ErrInvalidCode.Error(), Field: "code"}
-	case errors.Is(err, auth.ErrInvalidVerifyToken):
-		return &apiError{Status: http.StatusUnauthorized, Code: "invalid_verify_token", Message: auth.ErrInvalidVerifyToken.Error(), Field: "verifyToken"}
-	case errors.Is(err, auth.ErrTOTPEnabled):
-		return newError(http.StatusConflict, "totp_already_enabled", auth.ErrTOTPEnabled.Error())
-	case errors.Is(err, auth.ErrTOTPNotEnabled):
-		return newError(http.StatusConflict, "totp_not_enabled", auth.ErrTOTPNotEnabled.Error())
-	case errors.Is(err, auth.ErrTOTPNotPending):
-		return newError(http.StatusConflict, "totp_not_enrolled", auth.ErrTOTPNotPending.Error())
-	case errors.Is(err, auth.ErrForbidden):
-		return newError(http.StatusForbidden, "forbidden", auth.ErrForbidden.Error())
-	case errors.Is(err, auth.ErrUserNotFound):
-		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: auth.ErrUserNotFound.Error(), Field: orDefault(field, "userId")}
-	case errors.Is(err, auth.ErrOwnRole):
-		return &apiError{Status: http.StatusConflict, Code: "own_role", Message: auth.ErrOwnRole.Error(), Field: orDefault(field, "userId")}
-	case errors.Is(err, auth.ErrProjectNotFound):
-		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: auth.ErrProjectNotFound.Error(), Field: orDefault(field, "id")}
-	case errors.Is(err, auth.ErrLastOwner):
-		return &apiError{Status: http.StatusConflict, Code: "last_owner", Message: auth.ErrLastOwner.Error(), Field: orDefault(field, "userId")}
-	case errors.Is(err, auth.ErrNoSecretKey):
-		return newError(http.StatusNotImplemented, "totp_not_configured", "this cluster has no secret key, so the authenticator is off; the operator must set --secret-key-file or EDGEBASE_SECRET_KEY")
-	case errors.Is(err, auth.ErrEmailTaken):
-		return &apiError{Status: http.StatusConflict, Code: "email_taken", Message: auth.ErrEmailTaken.Error(), Field: "email"}
 	case errors.Is(err, raftstore.ErrEntryTooLarge):
 		return newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request is too large")
 	case errors.Is(err, raftstore.ErrLastVoter):
@@ -151,13 +106,6 @@ func errorFor(err error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request could not be completed in time; retry", RetryAfter: 1}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 type errorBody struct {

@@ -1106,8 +1106,8 @@ func TestAuthenticatorWithoutSecretKey(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, nodetest.Options{Voters: 1, NoSecretKey: true})
 	e.run(t, authRows([]scenario{
-		{name: "enroll is 501", as: "user", url: enrollURL, status: 501, code: "totp_not_configured"},
-		{name: "enroll of the owner is 501", as: "owner", url: enrollURL, status: 501, code: "totp_not_configured"},
+		{name: "enroll is 501", as: "user", url: enrollURL, status: 501, code: "secret_key_required"},
+		{name: "enroll of the owner is 501", as: "owner", url: enrollURL, status: 501, code: "secret_key_required"},
 		{name: "enroll without a bearer is still 401", url: enrollURL, status: 401, code: "missing_token"},
 		{name: "verify is 400 invalid_code", url: verifyURL, body: verifyBody("owner@example.com", "123456", "{pid}"), status: 400, code: "invalid_code"},
 		{name: "disable-totp is 409", as: "other", body: disableBody("123456"), status: 409, code: "totp_not_enabled"},

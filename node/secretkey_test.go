@@ -259,7 +259,7 @@ func TestEmptySecretKeyFileFailsStart(t *testing.T) {
 }
 
 // TestEnrollWithoutSecretKeyIs501: without a key the authenticator answers
-// 501 totp_not_configured and the rest of auth works.
+// 501 secret_key_required and the rest of auth works.
 func TestEnrollWithoutSecretKeyIs501(t *testing.T) {
 	t.Parallel()
 	c := nodetest.Start(t, nodetest.Options{NoSecretKey: true})
@@ -269,7 +269,7 @@ func TestEnrollWithoutSecretKeyIs501(t *testing.T) {
 	}
 	st := c.Do(0, http.MethodPost, "/api/authenticator/enroll",
 		map[string]string{"X-Project-Id": p.ID, "X-API-Key": p.APIKey, "Authorization": "Bearer " + p.OwnerToken}, map[string]string{}, &body)
-	if st != http.StatusNotImplemented || body.Error.Code != "totp_not_configured" {
-		t.Fatalf("enroll without a key: %d %+v, want 501 totp_not_configured", st, body)
+	if st != http.StatusNotImplemented || body.Error.Code != "secret_key_required" {
+		t.Fatalf("enroll without a key: %d %+v, want 501 secret_key_required", st, body)
 	}
 }
