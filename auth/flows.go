@@ -186,42 +186,37 @@ func (s *Service) SetOwner(ctx context.Context, pid, email string) (*User, uint6
 	if err := ValidateEmail(email); err != nil {
 		return nil, 0, err
 	}
-	for {
+	// The email moving to another account meanwhile makes it read again.
+	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
 		var idx emailIndex
 		doc, err := s.store.Get(keys.Email(pid, email))
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if doc == nil {
-			return nil, 0, &FieldError{Field: "email", Err: ErrUserNotFound}
+			return nil, &FieldError{Field: "email", Err: ErrUserNotFound}
 		}
 		if err := decodeJSON(doc, &idx); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		res, err := s.store.Txn(ctx, &raftstore.Txn{
+		return &raftstore.Txn{
 			Time:  s.now().UnixNano(),
 			Conds: []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}},
 			Ops:   []raftstore.Op{{Kind: raftstore.OpSetField, Path: keys.User(pid, idx.UserID), Field: "role", Data: mustJSON(RoleOwner)}},
-		})
-		if err != nil {
-			return nil, 0, err
-		}
-		switch {
-		case res.OK():
-			var acc account
-			if err := decodeJSON(res.Docs[0], &acc); err != nil {
-				return nil, 0, err
-			}
-			s.logger.Info("owner set by the operator", "project", pid, "user", acc.ID)
-			return &acc.User, res.Revision, nil
-		case res.Err == raftstore.ErrCodeNotFound:
-			return nil, 0, &FieldError{Field: "email", Err: ErrUserNotFound}
-		case res.Err != raftstore.ErrCodeCondFailed:
-			return nil, 0, fmt.Errorf("set owner refused: %s", res.Err)
-		}
-		// The email moved to another account meanwhile: read it again.
-		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return nil, 0, err
-		}
+		}, nil
+	})
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case res.Err == raftstore.ErrCodeNotFound:
+		return nil, 0, &FieldError{Field: "email", Err: ErrUserNotFound}
+	case !res.OK():
+		return nil, 0, fmt.Errorf("set owner refused: %s", res.Err)
 	}
+	var acc account
+	if err := decodeJSON(res.Docs[0], &acc); err != nil {
+		return nil, 0, err
+	}
+	s.logger.Info("owner set by the operator", "project", pid, "user", acc.ID)
+	return &acc.User, res.Revision, nil
 }

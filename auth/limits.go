@@ -194,30 +194,31 @@ func (s *Service) recordFailure(ctx context.Context, a attempt) error {
 		return fmt.Errorf("record failed attempt: %w", err)
 	}
 	defer release()
-	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("record failed attempt: %w", err)
-		}
+	// Someone else counting a failure meanwhile makes this one count again.
+	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
 		txn := &raftstore.Txn{Time: s.now().UnixNano()}
 		if err := s.addFailure(txn, a); err != nil {
-			return err
+			return nil, err
 		}
 		if len(txn.Ops) == 0 {
-			return nil
+			return nil, errNothingToCount
 		}
-		res, err := s.store.Txn(ctx, txn)
-		if err != nil {
-			return fmt.Errorf("record failed attempt: %w", err)
-		}
-		if res.OK() {
-			return nil
-		}
-		// Someone else counted a failure meanwhile: catch up and count again.
-		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return fmt.Errorf("record failed attempt: %w", err)
-		}
+		return txn, nil
+	})
+	if errors.Is(err, errNothingToCount) {
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("record failed attempt: %w", err)
+	}
+	if !res.OK() {
+		return fmt.Errorf("record failed attempt: refused: %s", res.Err)
+	}
+	return nil
 }
+
+// errNothingToCount ends recordFailure's loop when no limit applies.
+var errNothingToCount = errors.New("no limit counts this attempt")
 
 // holdFailGate takes this node's failure-counting turn.
 func (s *Service) holdFailGate(ctx context.Context) (func(), error) {

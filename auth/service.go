@@ -375,26 +375,30 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	}
 	now := s.now()
 	acc := account{User: User{ID: uid, Email: NormalizeEmail(email), Name: name, Role: RoleUser, CreatedAt: timestamp(now)}, PasswordHash: hash}
-	res, err := s.store.Txn(ctx, &raftstore.Txn{
+	txn := &raftstore.Txn{
 		Time: now.UnixNano(),
 		Conds: []raftstore.Cond{
-			{Path: keys.Project(pid), Kind: raftstore.CondExists},
-			{Path: keys.Email(pid, email), Kind: raftstore.CondNotExists},
+			{Path: keys.Project(pid), Kind: raftstore.CondExists, Name: "project"},
+			{Path: keys.Email(pid, email), Kind: raftstore.CondNotExists, Name: "email"},
 		},
 		Ops: []raftstore.Op{
 			{Kind: raftstore.OpPut, Path: keys.User(pid, uid), Data: mustJSON(acc)},
 			{Kind: raftstore.OpPut, Path: keys.Email(pid, email), Data: mustJSON(emailIndex{UserID: uid})},
 			sessOp,
 		},
-	})
+	}
+	res, err := s.store.Txn(ctx, txn)
 	if err != nil {
 		return nil, err
 	}
-	if !res.OK() {
-		if res.Err == raftstore.ErrCodeCondFailed && res.Index == 1 {
-			return nil, ErrEmailTaken
-		}
+	switch {
+	case res.OK():
+	case res.Failed(txn) == "email":
+		return nil, ErrEmailTaken
+	case res.Failed(txn) == "project":
 		return nil, fmt.Errorf("%w: project not found", ErrInvalidAPIKey)
+	default:
+		return nil, fmt.Errorf("register refused: %s", res.Err)
 	}
 	return &AuthResult{Token: token, User: acc.User, Revision: res.Revision}, nil
 }
@@ -473,39 +477,35 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 		u := acc.User
 		out.Token, out.User = token, &u
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("login: %w", err)
-		}
-		// The commit that reveals the success is conditioned on the limit
-		// buckets as judged, so a right guess racing a filling limit is
-		// withheld (see limitGate).
+	// The commit that reveals the success is conditioned on the limit
+	// buckets as judged, so a right guess racing a filling limit is withheld
+	// (see limitGate): a bucket that moved makes the limits judged again.
+	res, txn, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
 		gate, err := s.limitGate(at)
 		if err != nil {
 			return nil, err
 		}
 		txn := &raftstore.Txn{
 			Time:  s.now().UnixNano(),
-			Conds: append([]raftstore.Cond{{Path: keys.User(pid, acc.ID), Kind: raftstore.CondExists}}, gate...),
+			Conds: append([]raftstore.Cond{{Path: keys.User(pid, acc.ID), Kind: raftstore.CondExists, Name: "account"}}, gate...),
 			Ops:   []raftstore.Op{grantOp},
 		}
 		if op := s.clearAccountAddr(at); op != nil {
 			txn.Ops = append(txn.Ops, *op)
 		}
-		res, err := s.store.Txn(ctx, txn)
-		if err != nil {
-			return nil, err
-		}
-		if res.OK() {
-			out.Revision = res.Revision
-			return out, nil
-		}
-		if res.Err == raftstore.ErrCodeCondFailed && res.Index == 0 {
-			return nil, ErrInvalidCredentials // the account was deleted meanwhile
-		}
-		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return nil, err
-		}
+		return txn, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case res.OK():
+		out.Revision = res.Revision
+		return out, nil
+	case res.Failed(txn) == "account":
+		return nil, ErrInvalidCredentials // the account was deleted meanwhile
+	default:
+		return nil, fmt.Errorf("login refused: %s", res.Err)
 	}
 }
 
@@ -545,40 +545,37 @@ func (s *Service) accountRev(pid, uid string) (*account, uint64, error) {
 // updateAccount runs a compare-and-set loop on one account: change is given
 // the current account and returns the extra ops of the transaction (the
 // account itself is written from the mutated value), or an error to stop.
+//
+// A condition that fails (the account, a token or a limit bucket moved
+// meanwhile) makes change judge the new state (raftstore.Guarded).
 func (s *Service) updateAccount(ctx context.Context, pid, uid string, change func(acc *account) ([]raftstore.Op, []raftstore.Cond, error)) (*account, uint64, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, fmt.Errorf("update account: %w", err)
-		}
-		acc, rev, err := s.accountRev(pid, uid)
-		if err != nil {
-			return nil, 0, err
+	var acc *account
+	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
+		var rev uint64
+		var err error
+		if acc, rev, err = s.accountRev(pid, uid); err != nil {
+			return nil, err
 		}
 		if acc == nil {
-			return nil, 0, ErrInvalidToken
+			return nil, ErrInvalidToken
 		}
 		extra, conds, err := change(acc)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		txn := &raftstore.Txn{
+		return &raftstore.Txn{
 			Time:  s.now().UnixNano(),
 			Conds: append([]raftstore.Cond{{Path: keys.User(pid, uid), Kind: raftstore.CondRevision, Revision: rev}}, conds...),
 			Ops:   append([]raftstore.Op{{Kind: raftstore.OpPut, Path: keys.User(pid, uid), Data: mustJSON(acc)}}, extra...),
-		}
-		res, err := s.store.Txn(ctx, txn)
-		if err != nil {
-			return nil, 0, err
-		}
-		if res.OK() {
-			return acc, res.Revision, nil
-		}
-		// A condition failed (the account, a token or a limit bucket moved
-		// meanwhile): catch up and let change judge the new state.
-		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return nil, 0, err
-		}
+		}, nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
+	if !res.OK() {
+		return nil, 0, fmt.Errorf("update account refused: %s", res.Err)
+	}
+	return acc, res.Revision, nil
 }
 
 func decodeJSON(doc *raftstore.Document, v any) error {

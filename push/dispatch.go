@@ -783,9 +783,10 @@ func (r *runner) mark(ctx context.Context, id int, c counts, prune []raftstore.O
 		if final {
 			jobOp = raftstore.Op{Kind: raftstore.OpDelete, Path: keys.PushJob(r.jid)}
 		}
-		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
-			Ops:   append(append([]raftstore.Op{jobOp}, noteOps...), prune...)})
+		txn := &raftstore.Txn{Time: s.now().UnixNano(),
+			Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev, Name: condJob}, noteCond},
+			Ops:   append(append([]raftstore.Op{jobOp}, noteOps...), prune...)}
+		res, err := s.store.Txn(ctx, txn)
 		if err != nil {
 			return err
 		}
@@ -794,13 +795,22 @@ func (r *runner) mark(ctx context.Context, id int, c counts, prune []raftstore.O
 			s.metrics.marked(c)
 			return nil
 		}
-		if res.Err != raftstore.ErrCodeCondFailed || res.Index == 0 {
+		if res.Failed(txn) != condNote {
 			return errDeposed
 		}
 		// The notification moved (a deferred job of it marked a batch on
 		// another path): read it again.
 	}
 }
+
+// The conditions of a job's txn: when the job's fails, another leader (or a
+// later run of this one) owns it (errDeposed); when the notification's
+// fails, the notification moved (a deferred job of it counted a batch) and
+// is read again.
+const (
+	condJob  = "job"
+	condNote = "note"
+)
 
 // finish ends a job that has nothing in flight and nobody left. Callers
 // hold r.mu.
@@ -811,9 +821,10 @@ func (r *runner) finish(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev}, noteCond},
-			Ops:   append([]raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.PushJob(r.jid)}}, noteOps...)})
+		txn := &raftstore.Txn{Time: s.now().UnixNano(),
+			Conds: []raftstore.Cond{{Path: keys.PushJob(r.jid), Kind: raftstore.CondRevision, Revision: r.rev, Name: condJob}, noteCond},
+			Ops:   append([]raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.PushJob(r.jid)}}, noteOps...)}
+		res, err := s.store.Txn(ctx, txn)
 		if err != nil {
 			return err
 		}
@@ -821,7 +832,7 @@ func (r *runner) finish(ctx context.Context) error {
 			r.rev = res.Revision
 			return nil
 		}
-		if res.Err != raftstore.ErrCodeCondFailed || res.Index == 0 {
+		if res.Failed(txn) != condNote {
 			return errDeposed
 		}
 	}
@@ -836,7 +847,7 @@ func (r *runner) noteUpdate(c counts, final bool) ([]raftstore.Op, raftstore.Con
 		return nil, raftstore.Cond{}, err
 	}
 	if d == nil {
-		return nil, raftstore.Cond{Path: path, Kind: raftstore.CondNotExists}, nil
+		return nil, raftstore.Cond{Path: path, Kind: raftstore.CondNotExists, Name: condNote}, nil
 	}
 	var n Notification
 	if err := json.Unmarshal(d.Data, &n); err != nil {
@@ -859,5 +870,5 @@ func (r *runner) noteUpdate(c counts, final bool) ([]raftstore.Op, raftstore.Con
 		}
 	}
 	return []raftstore.Op{{Kind: raftstore.OpPut, Path: path, Data: mustJSON(n)}},
-		raftstore.Cond{Path: path, Kind: raftstore.CondRevision, Revision: d.Revision}, nil
+		raftstore.Cond{Path: path, Kind: raftstore.CondRevision, Revision: d.Revision, Name: condNote}, nil
 }

@@ -159,29 +159,21 @@ func ownerOnly(c Caller, what string) error {
 // commit runs a transaction built by build from the current state, again
 // after every failed condition, until it commits or ctx ends.
 func (s *Service) commit(ctx context.Context, build func() (*raftstore.Txn, error)) (*raftstore.TxnResult, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
 		t, err := build()
 		if err != nil {
 			return nil, err
 		}
 		t.Time = s.now().UnixNano()
-		res, err := s.store.Txn(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		if res.OK() {
-			return res, nil
-		}
-		if res.Err != raftstore.ErrCodeCondFailed {
-			return nil, fmt.Errorf("push: transaction refused: %s", res.Err)
-		}
-		if err := s.store.WaitApplied(ctx, res.Revision); err != nil {
-			return nil, err
-		}
+		return t, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	if !res.OK() {
+		return nil, fmt.Errorf("push: transaction refused: %s", res.Err)
+	}
+	return res, nil
 }
 
 func revOf(d *raftstore.Document) uint64 {

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,11 @@ type Cond struct {
 	Path     string   `json:"p"`
 	Kind     CondKind `json:"k"`
 	Revision uint64   `json:"r,omitempty"`
+	// Name, when set, makes a failure of this condition a definite answer
+	// the proposer names (TxnResult.Failed), not a sign that the state it
+	// read moved (see Guarded). It stays with the proposer: entries do not
+	// carry it.
+	Name string `json:"-"`
 }
 
 // OpKind is the kind of one write in a transaction.
@@ -242,4 +248,49 @@ func decodeTxn(b []byte) (*Txn, error) {
 		return nil, fmt.Errorf("decode txn: %w", err)
 	}
 	return &t, nil
+}
+
+// Failed names the condition of t that refused it (Cond.Name), or "" when
+// t committed, failed otherwise, or failed an unnamed condition.
+func (r *TxnResult) Failed(t *Txn) string {
+	if r.Err != ErrCodeCondFailed || r.OpFailed || r.Index < 0 || r.Index >= len(t.Conds) {
+		return ""
+	}
+	return t.Conds[r.Index].Name
+}
+
+// Proposer commits txns and waits for this node to apply a revision: what
+// Guarded needs of a Store.
+type Proposer interface {
+	Txn(ctx context.Context, t *Txn) (*TxnResult, error)
+	WaitApplied(ctx context.Context, idx uint64) error
+}
+
+// Guarded runs a read–check–commit loop: build reads the state it needs and
+// returns the txn to commit, guarded by conditions on what it read. When an
+// unnamed condition fails, the state moved under it: Guarded waits until
+// this node has applied the commit that moved it and builds again. A named
+// condition is a definite answer (res.Failed(t) tells which), and any other
+// refusal is returned as is, with the txn it refused. build may stop the
+// loop by returning an error.
+func Guarded(ctx context.Context, p Proposer, build func() (*Txn, error)) (*TxnResult, *Txn, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrTimeout, err)
+		}
+		t, err := build()
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := p.Txn(ctx, t)
+		if err != nil {
+			return nil, t, err
+		}
+		if res.OK() || res.Err != ErrCodeCondFailed || res.OpFailed || res.Failed(t) != "" {
+			return res, t, nil
+		}
+		if err := p.WaitApplied(ctx, res.Revision); err != nil {
+			return nil, t, err
+		}
+	}
 }

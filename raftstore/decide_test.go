@@ -232,3 +232,60 @@ func TestApplyOp_ComputedFields(t *testing.T) {
 		t.Errorf("c/new = %s", got)
 	}
 }
+
+// Guarded builds again after an unnamed condition fails (the state moved),
+// and returns a named one as a definite answer: concurrent read-modify-write
+// loops on one counter lose no increment, and a named refusal is reported by
+// name.
+func TestGuarded_RetriesMovedStateAndNamesDefiniteAnswers(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), "127.0.0.1:0", nil)
+	mustLeader(t, s)
+	ctx := ctxT(t, 30*time.Second)
+	const workers, each = 8, 10
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			for range each {
+				res, _, err := Guarded(ctx, s, func() (*Txn, error) {
+					d, err := s.Get("g/counter")
+					if err != nil {
+						return nil, err
+					}
+					n, rev := 0, uint64(0)
+					if d != nil {
+						rev = d.Revision
+						if err := json.Unmarshal(d.Data, &struct{ N *int }{&n}); err != nil {
+							return nil, err
+						}
+					}
+					return &Txn{Time: 1, Conds: []Cond{{Path: "g/counter", Kind: CondRevision, Revision: rev}},
+						Ops: []Op{put("g/counter", fmt.Sprintf(`{"n":%d}`, n+1))}}, nil
+				})
+				if err == nil && !res.OK() {
+					err = fmt.Errorf("refused: %+v", res)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := string(mustGet(t, s, "g/counter").Data); got != fmt.Sprintf(`{"n":%d}`, workers*each) {
+		t.Fatalf("counter = %s after %d guarded increments", got, workers*each)
+	}
+	cur := mustGet(t, s, "g/counter")
+	res, txn, err := Guarded(ctx, s, func() (*Txn, error) {
+		return &Txn{Time: 1, Conds: []Cond{{Path: "g/counter", Kind: CondRevision, Revision: cur.Revision}, {Path: "g/counter", Kind: CondNotExists, Name: "fresh"}},
+			Ops: []Op{put("g/other", `{}`)}}, nil
+	})
+	if err != nil || res.Failed(txn) != "fresh" {
+		t.Fatalf("named refusal: %+v, %v; want Failed = fresh", res, err)
+	}
+}
