@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -135,7 +136,7 @@ func batchOp(bw *batchWrite, pid string) (raftstore.Op, error) {
 	if err := raftstore.ValidatePath(*bw.Collection); err != nil {
 		return op, badField("collection", "invalid_path", err.Error())
 	}
-	op.Path = pid + "/" + *bw.Collection
+	op.Path = keys.Doc(pid, *bw.Collection)
 	if bw.IfMatch != nil {
 		n, err := strconv.ParseUint(bw.IfMatch.String(), 10, 64)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -27,7 +28,7 @@ type docResponse struct {
 
 func toResponse(pid string, d *raftstore.Document) docResponse {
 	return docResponse{
-		Collection: strings.TrimPrefix(d.Path, pid+"/"),
+		Collection: strings.TrimPrefix(d.Path, keys.Doc(pid, "")),
 		Data:       d.Data,
 		Revision:   d.Revision,
 		CreateTime: time.Unix(0, d.CreateTime).UTC().Format(time.RFC3339Nano),
@@ -170,7 +171,7 @@ func (s *Server) dbGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	full := p.ProjectID + "/" + coll
+	full := keys.Doc(p.ProjectID, coll)
 	if list {
 		return s.dbList(w, r, p, coll)
 	}
@@ -220,7 +221,7 @@ func (s *Server) dbList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	if err := s.allow(r.Context(), p, auth.OpRead, coll, nil, nil); err != nil {
 		return err
 	}
-	docs, next, err := s.store.List(p.ProjectID+"/"+coll, after, limit)
+	docs, next, err := s.store.List(keys.Doc(p.ProjectID, coll), after, limit)
 	if err != nil {
 		return err
 	}
@@ -300,7 +301,7 @@ func (s *Server) commit(ctx context.Context, r *http.Request, p *auth.Principal,
 	if field != nil {
 		where = field(res.Index)
 	}
-	return nil, opError(res, strings.TrimPrefix(ops[min(res.Index, len(ops)-1)].Path, p.ProjectID+"/"), where)
+	return nil, opError(res, strings.TrimPrefix(ops[min(res.Index, len(ops)-1)].Path, keys.Doc(p.ProjectID, "")), where)
 }
 
 // opError maps a refused txn to its API error: coll is the document of the
@@ -367,7 +368,7 @@ func (s *Server) dbPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.commit(ctx, r, p, []raftstore.Op{{Kind: raftstore.OpPut, Path: p.ProjectID + "/" + *body.Collection, Data: data, Match: match}}, nil)
+	res, err := s.commit(ctx, r, p, []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Doc(p.ProjectID, *body.Collection), Data: data, Match: match}}, nil)
 	if err != nil {
 		return err
 	}
@@ -440,7 +441,7 @@ func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.commit(ctx, r, p, []raftstore.Op{updateOp(p.ProjectID+"/"+coll, *body.OldKey, *body.NewKey, value, match)}, nil)
+	res, err := s.commit(ctx, r, p, []raftstore.Op{updateOp(keys.Doc(p.ProjectID, coll), *body.OldKey, *body.NewKey, value, match)}, nil)
 	if err != nil {
 		return err
 	}
@@ -547,7 +548,7 @@ func (s *Server) dbDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	op := raftstore.Op{Kind: raftstore.OpDelete, Path: p.ProjectID + "/" + coll, Match: match}
+	op := raftstore.Op{Kind: raftstore.OpDelete, Path: keys.Doc(p.ProjectID, coll), Match: match}
 	if hasField {
 		op = raftstore.Op{Kind: raftstore.OpDeleteField, Path: op.Path, Field: field, Match: match}
 	}
