@@ -20,11 +20,14 @@ const (
 	OpGet                      // strong (linearizable) get
 	OpCAS                      // put with If-Match: <revision>
 	OpDelete                   // unconditional delete
+	OpGrant                    // access change: writers may write the key (rules or role)
+	OpRevoke                   // access change: writers may no longer write the key
 )
 
-var opKindNames = map[OpKind]string{OpPut: "put", OpGet: "get", OpCAS: "cas", OpDelete: "delete"}
+var opKindNames = map[OpKind]string{OpPut: "put", OpGet: "get", OpCAS: "cas", OpDelete: "delete", OpGrant: "grant", OpRevoke: "revoke"}
 
-// String returns the lower-case name of the kind ("put", "get", "cas", "delete").
+// String returns the lower-case name of the kind ("put", "get", "cas",
+// "delete", "grant", "revoke").
 func (k OpKind) String() string {
 	if s, ok := opKindNames[k]; ok {
 		return s
@@ -46,11 +49,19 @@ func (k *OpKind) UnmarshalText(b []byte) error {
 }
 
 // Input is what a client asked for.
+//
+// Grant and revoke change who may write Key: they stand for an access
+// change of the key's project (its rules, or a writer's role), which holds
+// nothing but that key, so the key's history alone says whether a write was
+// allowed. Batch marks a put or cas sent as a batch (POST /api/db/batch) of
+// several ops on Key that leave it holding Value: to the model it is one
+// write, since a batch commits as one entry, all or nothing.
 type Input struct {
 	Kind  OpKind
 	Key   string
 	Value string // put, cas
 	IfRev uint64 // cas: the If-Match revision
+	Batch bool   `json:",omitempty"`
 }
 
 // Outcome classifies how an operation ended, as far as its client knows.
@@ -63,10 +74,12 @@ const (
 	OutPrecondition                    // 412
 	OutFailed                          // definitely not applied (connection refused, 4xx)
 	OutUnknown                         // may or may not have been applied (timeout, 5xx, connection lost after sending)
+	OutForbidden                       // 403 forbidden: the access rules refused the write at its commit (not applied)
 )
 
 var outcomeNames = map[Outcome]string{
 	OutOK: "ok", OutNotFound: "notfound", OutPrecondition: "precondition", OutFailed: "failed", OutUnknown: "unknown",
+	OutForbidden: "forbidden",
 }
 
 // String returns the lower-case name of the outcome.
@@ -111,7 +124,7 @@ func parseEnumText[T ~uint8](s, typeName string, names map[T]string) (T, error) 
 type Output struct {
 	Outcome Outcome
 	Value   string // get: the document's value
-	Rev     uint64 // put/cas/delete ok: the write's revision; get ok: the document's revision
+	Rev     uint64 // put/cas/delete/grant/revoke ok: the write's revision; get ok: the document's revision
 }
 
 // Record is one operation as a client saw it. Call and Return are
@@ -137,12 +150,17 @@ type Record struct {
 //     equal states equal;
 //   - floor: the highest revision known to be at or before the current
 //     state. Any later write must have a revision above it; an unknown
-//     revision of the current version is strictly above it.
+//     revision of the current version is strictly above it;
+//   - denied: writers may not write the key (the last access change
+//     linearized was a revoke). Every key starts allowed: a key no access
+//     change names is always writable, and the workload grants a guarded
+//     key's writers before its load starts.
 type kvState struct {
 	present bool
 	value   string
 	rev     uint64
 	floor   uint64
+	denied  bool
 }
 
 func absentState(floor uint64) kvState { return kvState{floor: floor} }
@@ -150,8 +168,74 @@ func absentState(floor uint64) kvState { return kvState{floor: floor} }
 // kvStep returns every state the key can be in after the operation, or
 // nothing when the operation, applied to state s, cannot have returned out.
 // A combination the server never produces (a put answered 412, a get
-// answered 412, an unknown outcome of kind 0) is illegal.
+// answered 412 or 403, an access change answered 403, an unknown outcome
+// of kind 0) is illegal.
+//
+// Writes are judged at their commit, against the access in force there,
+// before anything else (a caller without access learns nothing of what
+// exists): where writes are denied, a write is answered 403 and does not
+// apply, and any other answer is illegal; where they are allowed, a 403 is
+// illegal and the write is judged on the document as before.
 func kvStep(s kvState, in Input, out Output) []kvState {
+	switch in.Kind {
+	case OpGrant, OpRevoke:
+		return accessStep(s, in, out)
+	case OpPut, OpCAS, OpDelete:
+		if s.denied {
+			switch out.Outcome {
+			case OutForbidden:
+				return []kvState{s}
+			case OutUnknown:
+				// Linearized here it was refused; "applied" is linearizing
+				// it where writes are allowed.
+				return []kvState{s}
+			}
+			return nil
+		}
+		if out.Outcome == OutForbidden {
+			return nil
+		}
+	}
+	// Allowed (or a read): s.denied is false for writes here, and every
+	// state docStep builds for a write keeps it false.
+	next := docStep(s, in, out)
+	for i := range next {
+		next[i].denied = s.denied
+	}
+	return next
+}
+
+// accessStep is a grant or revoke. Its commit has a revision in the same
+// log as the key's writes, so one answered OK must be above floor, and
+// every write linearized after it must be above its revision: a write that
+// commits after a revoke (in log order, whatever the clocks say) is judged
+// under it.
+func accessStep(s kvState, in Input, out Output) []kvState {
+	n := s
+	n.denied = in.Kind == OpRevoke
+	switch out.Outcome {
+	case OutOK:
+		if out.Rev <= s.floor {
+			return nil
+		}
+		// The floor moves up to the change's revision, except over a
+		// version whose revision is unknown: that one is below the change
+		// but must stay "above floor" for the reads that reveal it, so the
+		// floor stays (weaker, never wrong).
+		if !s.present || s.rev != 0 {
+			n.floor = out.Rev
+		}
+		return []kvState{n}
+	case OutUnknown:
+		// As for a put: "not applied" is linearizing it last. Its revision
+		// is unknown, above floor: the floor stays.
+		return []kvState{n}
+	}
+	return nil
+}
+
+// docStep is kvStep for a read, or for a write where writes are allowed.
+func docStep(s kvState, in Input, out Output) []kvState {
 	switch in.Kind {
 	case OpPut:
 		switch out.Outcome {
@@ -243,6 +327,9 @@ func (s kvState) hash() uint64 {
 	if s.present {
 		b[0] = 1
 	}
+	if s.denied {
+		b[0] |= 2
+	}
 	for i := range 8 {
 		b[1+i] = byte(s.rev >> (8 * i))
 		b[9+i] = byte(s.floor >> (8 * i))
@@ -253,20 +340,28 @@ func (s kvState) hash() uint64 {
 }
 
 func (s kvState) String() string {
+	denied := ""
+	if s.denied {
+		denied = ", writes denied"
+	}
 	if !s.present {
-		return fmt.Sprintf("absent (floor %d)", s.floor)
+		return fmt.Sprintf("absent (floor %d%s)", s.floor, denied)
 	}
 	rev := "?"
 	if s.rev != 0 {
 		rev = strconv.FormatUint(s.rev, 10)
 	}
-	return fmt.Sprintf("%q@%s (floor %d)", s.value, rev, s.floor)
+	return fmt.Sprintf("%q@%s (floor %d%s)", s.value, rev, s.floor, denied)
 }
 
 // describeOp renders an operation for the visualisation, e.g.
-// "put k=v → ok@17", "get k → v@17", "cas k if@12 =v → 412".
+// "put k=v → ok@17", "get k → v@17", "cas k if@12 =v → 412",
+// "batch put k=v → 403", "revoke k → ok@20".
 func describeOp(in Input, out Output) string {
 	var b strings.Builder
+	if in.Batch {
+		b.WriteString("batch ")
+	}
 	switch in.Kind {
 	case OpPut:
 		fmt.Fprintf(&b, "put %s=%s", in.Key, in.Value)
@@ -276,6 +371,8 @@ func describeOp(in Input, out Output) string {
 		fmt.Fprintf(&b, "cas %s if@%d =%s", in.Key, in.IfRev, in.Value)
 	case OpDelete:
 		fmt.Fprintf(&b, "delete %s", in.Key)
+	case OpGrant, OpRevoke:
+		fmt.Fprintf(&b, "%s %s", in.Kind, in.Key)
 	default:
 		fmt.Fprintf(&b, "%s %s", in.Kind, in.Key)
 	}
@@ -291,6 +388,8 @@ func describeOp(in Input, out Output) string {
 		b.WriteString("404")
 	case OutPrecondition:
 		b.WriteString("412")
+	case OutForbidden:
+		b.WriteString("403")
 	case OutUnknown:
 		b.WriteString("? (unknown)")
 	default:
@@ -358,8 +457,9 @@ func partitionEvents(history []porcupine.Event) [][]porcupine.Event {
 }
 
 // Model is the linearizability model of edgebase documents: a register per
-// key with global, log-ordered revisions, writes of unknown outcome and
-// conditional puts. It is partitioned per key.
+// key with global, log-ordered revisions, writes of unknown outcome,
+// conditional puts, and access changes (grant, revoke) that decide whether
+// writes to the key are allowed at their commit. It is partitioned per key.
 func Model() porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Partition:      partitionOps,

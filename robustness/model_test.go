@@ -23,7 +23,15 @@ func hGet(k string) Input    { return Input{Kind: OpGet, Key: k} }
 func hCAS(k string, ifRev uint64, v string) Input {
 	return Input{Kind: OpCAS, Key: k, Value: v, IfRev: ifRev}
 }
-func hDel(k string) Input { return Input{Kind: OpDelete, Key: k} }
+func hDel(k string) Input    { return Input{Kind: OpDelete, Key: k} }
+func hGrant(k string) Input  { return Input{Kind: OpGrant, Key: k} }
+func hRevoke(k string) Input { return Input{Kind: OpRevoke, Key: k} }
+func hBatch(k, v string) Input {
+	return Input{Kind: OpPut, Key: k, Value: v, Batch: true}
+}
+func hBatchCAS(k string, ifRev uint64, v string) Input {
+	return Input{Kind: OpCAS, Key: k, Value: v, IfRev: ifRev, Batch: true}
+}
 
 func hOK(rev uint64) Output            { return Output{Outcome: OutOK, Rev: rev} }
 func hGot(v string, rev uint64) Output { return Output{Outcome: OutOK, Value: v, Rev: rev} }
@@ -33,10 +41,11 @@ func hRec(c int, in Input, out Output, call, ret int64) Record {
 }
 
 var (
-	hNotFound = hOut(OutNotFound)
-	hPrecond  = hOut(OutPrecondition)
-	hFailed   = hOut(OutFailed)
-	hUnknown  = hOut(OutUnknown)
+	hNotFound  = hOut(OutNotFound)
+	hPrecond   = hOut(OutPrecondition)
+	hFailed    = hOut(OutFailed)
+	hUnknown   = hOut(OutUnknown)
+	hForbidden = hOut(OutForbidden)
 )
 
 type modelHistoryCase struct {
@@ -45,7 +54,7 @@ type modelHistoryCase struct {
 }
 
 func legalModelHistories() []modelHistoryCase {
-	return []modelHistoryCase{
+	return append([]modelHistoryCase{
 		{"sequential put get cas delete", []Record{
 			hRec(0, hPut("a", "1"), hOK(1), 0, 1),
 			hRec(0, hGet("a"), hGot("1", 1), 2, 3),
@@ -152,11 +161,110 @@ func legalModelHistories() []modelHistoryCase {
 			{Client: 1, Input: hGet("a"), Output: Output{Outcome: OutUnknown, Value: "garbage", Rev: 99}, Call: 4, Return: 5},
 			hRec(1, hGet("a"), hGot("1", 1), 6, 7),
 		}},
+	}, legalAccessHistories()...)
+}
+
+// legalAccessHistories are histories of a guarded key: writers' writes
+// racing grants and revokes (rules or role changes) of the key's project.
+func legalAccessHistories() []modelHistoryCase {
+	return []modelHistoryCase{
+		{"sequential revoke, 403, grant, write", []Record{
+			hRec(0, hPut("g", "1"), hOK(1), 0, 1),
+			hRec(1, hRevoke("g"), hOK(2), 2, 3),
+			hRec(0, hPut("g", "2"), hForbidden, 4, 5),
+			hRec(0, hBatch("g", "3"), hForbidden, 6, 7),
+			hRec(0, hCAS("g", 1, "4"), hForbidden, 8, 9),
+			hRec(0, hDel("g"), hForbidden, 10, 11),
+			hRec(1, hGet("g"), hGot("1", 1), 12, 13),
+			hRec(1, hGrant("g"), hOK(8), 14, 15),
+			hRec(0, hCAS("g", 1, "5"), hOK(9), 16, 17),
+			hRec(0, hBatch("g", "6"), hOK(10), 18, 19),
+			hRec(1, hGet("g"), hGot("6", 10), 20, 21),
+			hRec(0, hBatchCAS("g", 9, "7"), hPrecond, 22, 23),
+			hRec(0, hBatchCAS("g", 10, "7"), hOK(12), 24, 25),
+			hRec(0, hDel("g"), hOK(13), 26, 27),
+			hRec(0, hDel("g"), hNotFound, 28, 29),
+		}},
+		{"write overlapping a revoke commits before it", []Record{
+			hRec(1, hRevoke("g"), hOK(5), 0, 10),
+			hRec(0, hPut("g", "1"), hOK(3), 1, 9),
+			hRec(1, hGet("g"), hGot("1", 3), 11, 12),
+		}},
+		{"write overlapping a revoke refused", []Record{
+			hRec(1, hRevoke("g"), hOK(5), 0, 10),
+			hRec(0, hPut("g", "1"), hForbidden, 1, 9),
+			hRec(0, hPut("g", "2"), hForbidden, 11, 12),
+		}},
+		{"write ending after a revoke ended, committed before it", []Record{
+			hRec(1, hRevoke("g"), hOK(5), 0, 2),
+			hRec(0, hPut("g", "1"), hOK(4), 1, 3),
+			hRec(1, hGet("g"), hGot("1", 4), 4, 5),
+		}},
+		{"403 overlapping a grant, write committed after it", []Record{
+			hRec(1, hRevoke("g"), hOK(2), 0, 1),
+			hRec(1, hGrant("g"), hOK(4), 2, 10),
+			hRec(0, hPut("g", "1"), hForbidden, 3, 9),
+			hRec(2, hPut("g", "2"), hOK(6), 3, 11),
+		}},
+		{"writes between a revoke and a grant by revision", []Record{
+			hRec(1, hRevoke("g"), hOK(5), 0, 20),
+			hRec(1, hGrant("g"), hOK(8), 21, 40),
+			hRec(0, hPut("g", "1"), hOK(3), 1, 39),
+			hRec(2, hPut("g", "2"), hForbidden, 1, 39),
+			hRec(3, hPut("g", "3"), hOK(9), 1, 41),
+			hRec(3, hGet("g"), hGot("3", 9), 42, 43),
+		}},
+		{"unknown revoke not applied, then applied", []Record{
+			hRec(1, hRevoke("g"), hUnknown, 0, 1),
+			hRec(0, hPut("g", "1"), hOK(3), 2, 3),
+			hRec(0, hPut("g", "2"), hForbidden, 4, 5),
+			hRec(0, hPut("g", "3"), hForbidden, 6, 7),
+		}},
+		{"unknown revoke never applied", []Record{
+			hRec(1, hRevoke("g"), hUnknown, 0, 1),
+			hRec(0, hPut("g", "1"), hOK(3), 2, 3),
+			hRec(0, hPut("g", "2"), hOK(4), 4, 5),
+		}},
+		{"unknown grant applied between two writes", []Record{
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(1, hGrant("g"), hUnknown, 2, 3),
+			hRec(0, hPut("g", "1"), hForbidden, 4, 5),
+			hRec(0, hPut("g", "2"), hOK(7), 6, 7),
+		}},
+		{"unknown write while denied does not apply", []Record{
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(0, hPut("g", "1"), hUnknown, 2, 3),
+			hRec(1, hGet("g"), hNotFound, 4, 5),
+			hRec(1, hGrant("g"), hOK(6), 6, 7),
+			hRec(1, hGet("g"), hNotFound, 8, 9),
+		}},
+		{"unknown write applies once granted again", []Record{
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(0, hBatch("g", "1"), hUnknown, 2, 3),
+			hRec(1, hGet("g"), hNotFound, 4, 5),
+			hRec(1, hGrant("g"), hOK(6), 6, 7),
+			hRec(1, hGet("g"), hGot("1", 9), 8, 9),
+		}},
+		{"revoke over a version of unknown revision", []Record{
+			hRec(0, hPut("g", "1"), hOK(1), 0, 1),
+			hRec(0, hPut("g", "2"), hUnknown, 2, 3),
+			hRec(1, hRevoke("g"), hOK(6), 4, 5),
+			hRec(1, hGet("g"), hGot("2", 4), 6, 7),
+			hRec(1, hGrant("g"), hOK(8), 8, 9),
+			hRec(1, hCAS("g", 4, "3"), hOK(10), 10, 11),
+		}},
+		{"failed access changes say nothing", []Record{
+			hRec(1, hRevoke("g"), hFailed, 0, 1),
+			hRec(0, hPut("g", "1"), hOK(3), 2, 3),
+			hRec(1, hGrant("g"), hOK(4), 4, 5),
+			hRec(1, hGrant("g"), hOK(5), 6, 7),
+			hRec(0, hPut("g", "2"), hOK(6), 8, 9),
+		}},
 	}
 }
 
 func illegalModelHistories() []modelHistoryCase {
-	return []modelHistoryCase{
+	return append([]modelHistoryCase{
 		{"stale read", []Record{
 			hRec(0, hPut("a", "1"), hOK(1), 0, 1),
 			hRec(0, hPut("a", "2"), hOK(2), 2, 3),
@@ -248,6 +356,87 @@ func illegalModelHistories() []modelHistoryCase {
 			hRec(0, hPut("a", "2"), hUnknown, 2, 3),
 			hRec(1, hGet("a"), hGot("2", 4), 4, 5),
 		}},
+	}, illegalAccessHistories()...)
+}
+
+// illegalAccessHistories are histories of a guarded key that no order of
+// the operations explains. Each one's last record is the culprit: without
+// it the history is legal (TestModelIllegalAccessHistoriesCulprit).
+func illegalAccessHistories() []modelHistoryCase {
+	return []modelHistoryCase{
+		{"write ok strictly after a completed revoke", []Record{
+			hRec(1, hRevoke("g"), hOK(2), 0, 1),
+			hRec(0, hPut("g", "1"), hOK(3), 2, 3),
+		}},
+		{"batch ok strictly after a completed revoke", []Record{
+			hRec(1, hRevoke("g"), hOK(2), 0, 1),
+			hRec(0, hBatch("g", "1"), hOK(3), 2, 3),
+		}},
+		{"cas ok strictly after a completed revoke", []Record{
+			hRec(0, hPut("g", "1"), hOK(1), 0, 1),
+			hRec(1, hRevoke("g"), hOK(2), 2, 3),
+			hRec(0, hCAS("g", 1, "2"), hOK(4), 4, 5),
+		}},
+		{"delete ok strictly after a completed revoke", []Record{
+			hRec(0, hPut("g", "1"), hOK(1), 0, 1),
+			hRec(1, hRevoke("g"), hOK(2), 2, 3),
+			hRec(0, hDel("g"), hOK(4), 4, 5),
+		}},
+		{"403 strictly after a completed grant with no revoke between", []Record{
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(1, hGrant("g"), hOK(2), 2, 3),
+			hRec(0, hPut("g", "1"), hForbidden, 4, 5),
+		}},
+		{"403 with no access change at all", []Record{
+			hRec(0, hPut("g", "1"), hForbidden, 0, 1),
+		}},
+		{"write committed after an overlapping revoke", []Record{
+			// The intervals overlap, but revision 6 is after the revoke's 5
+			// in the log: the write was judged under the revoke.
+			hRec(1, hRevoke("g"), hOK(5), 0, 10),
+			hRec(0, hPut("g", "1"), hOK(6), 1, 9),
+		}},
+		{"write committed between a revoke and a grant", []Record{
+			hRec(1, hRevoke("g"), hOK(5), 0, 1),
+			hRec(1, hGrant("g"), hOK(8), 2, 10),
+			hRec(0, hPut("g", "1"), hOK(6), 3, 9),
+		}},
+		{"412 while writes are denied", []Record{
+			// Access is judged before the revision: a writer without access
+			// learns nothing of the document.
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(0, hCAS("g", 9, "1"), hPrecond, 2, 3),
+		}},
+		{"404 while writes are denied", []Record{
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(0, hDel("g"), hNotFound, 2, 3),
+		}},
+		{"unknown write while denied shows up", []Record{
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(0, hPut("g", "1"), hUnknown, 2, 3),
+			hRec(1, hGet("g"), hGot("1", 4), 4, 5),
+		}},
+		{"access change answered 403", []Record{
+			hRec(1, hGrant("g"), hForbidden, 0, 1),
+		}},
+		{"read answered 403", []Record{
+			hRec(1, hGet("g"), hForbidden, 0, 1),
+		}},
+		{"access change revision not above an earlier write's", []Record{
+			hRec(0, hPut("g", "1"), hOK(5), 0, 1),
+			hRec(1, hRevoke("g"), hOK(3), 2, 3),
+		}},
+		{"write revision not above an earlier grant's", []Record{
+			hRec(1, hRevoke("g"), hOK(1), 0, 1),
+			hRec(1, hGrant("g"), hOK(5), 2, 3),
+			hRec(0, hPut("g", "1"), hOK(4), 4, 5),
+		}},
+		{"read of a torn batch", []Record{
+			// A batch sets v to "1~half", then updates it to "1": a read of
+			// the first half is a value no write left.
+			hRec(0, hBatch("g", "1"), hOK(3), 0, 1),
+			hRec(1, hGet("g"), hGot("1~half", 3), 2, 3),
+		}},
 	}
 }
 
@@ -268,6 +457,19 @@ func TestModelIllegalHistories(t *testing.T) {
 			res, _ := Check(tc.recs, 5*time.Second)
 			if res != porcupine.Illegal {
 				t.Fatalf("Check = %s, want Illegal", res)
+			}
+		})
+	}
+}
+
+// TestModelIllegalAccessHistoriesCulprit makes each illegal access history
+// fail for the reason its name gives: without its last record it is legal.
+func TestModelIllegalAccessHistoriesCulprit(t *testing.T) {
+	for _, tc := range illegalAccessHistories() {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := Check(tc.recs[:len(tc.recs)-1], 5*time.Second)
+			if res != porcupine.Ok {
+				t.Fatalf("without its last record: Check = %s, want Ok", res)
 			}
 		})
 	}
@@ -336,8 +538,11 @@ func TestModelPartitionEvents(t *testing.T) {
 // operations one after another with random latencies; every operation takes
 // effect at a random point inside its interval, and the outcomes come from
 // applying the operations to a sequential store in that order. Some writes
-// fail or have an unknown outcome (applied or not).
-func simulateHistory(seed uint64, clients, perClient, keys int) []Record {
+// fail or have an unknown outcome (applied or not). With access, one
+// operation in eight is a grant or revoke of its key, some puts and cas
+// are batches, and a write to a key whose writers are denied is answered
+// 403 (or fails, or has an unknown outcome, never applied).
+func simulateHistory(seed uint64, clients, perClient, keys int, access bool) []Record {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	type op struct {
 		rec Record
@@ -364,6 +569,7 @@ func simulateHistory(seed uint64, clients, perClient, keys int) []Record {
 		rev     uint64
 	}
 	store := map[string]doc{}
+	denied := map[string]bool{}
 	var rev uint64
 	seq := 0
 	// write applies a write's effect and picks its outcome.
@@ -384,15 +590,42 @@ func simulateHistory(seed uint64, clients, perClient, keys int) []Record {
 			r.Output = hOK(rev)
 		}
 	}
+	// refused is a write to a key whose writers are denied: it takes a
+	// revision (the refused entry's) and applies nothing.
+	refused := func(r *Record) {
+		switch roll := rng.IntN(100); {
+		case roll < 2:
+			r.Output = hFailed
+		case roll < 4:
+			r.Output = hUnknown
+		default:
+			rev++
+			r.Output = hForbidden
+		}
+	}
 	for i := range ops {
 		r := &ops[i].rec
 		key := fmt.Sprintf("k%d", rng.IntN(keys))
 		d := store[key]
+		if access && rng.IntN(8) == 0 {
+			r.Input = hGrant(key)
+			if rng.IntN(2) == 0 {
+				r.Input = hRevoke(key)
+			}
+			write(r, func() { rev++; denied[key] = r.Input.Kind == OpRevoke })
+			continue
+		}
+		batch := access && rng.IntN(3) == 0
 		switch roll := rng.IntN(10); {
 		case roll < 3:
 			seq++
 			r.Input = hPut(key, fmt.Sprintf("v%d", seq))
-			write(r, func() { rev++; store[key] = doc{true, r.Input.Value, rev} })
+			r.Input.Batch = batch
+			if denied[key] {
+				refused(r)
+			} else {
+				write(r, func() { rev++; store[key] = doc{true, r.Input.Value, rev} })
+			}
 		case roll < 7:
 			r.Input = hGet(key)
 			switch {
@@ -410,9 +643,13 @@ func simulateHistory(seed uint64, clients, perClient, keys int) []Record {
 			}
 			seq++
 			r.Input = hCAS(key, ifRev, fmt.Sprintf("v%d", seq))
-			// The server compares If-Match with the current revision,
-			// 0 when absent: If-Match 0 creates a missing document.
+			r.Input.Batch = batch
+			// Access is judged first. The server compares If-Match with
+			// the current revision, 0 when absent: If-Match 0 creates a
+			// missing document.
 			switch {
+			case denied[key]:
+				refused(r)
 			case d.rev != ifRev:
 				r.Output = hPrecond
 			default:
@@ -420,9 +657,12 @@ func simulateHistory(seed uint64, clients, perClient, keys int) []Record {
 			}
 		default:
 			r.Input = hDel(key)
-			if d.present {
+			switch {
+			case denied[key]:
+				refused(r)
+			case d.present:
 				write(r, func() { rev++; store[key] = doc{} })
-			} else {
+			default:
 				r.Output = hNotFound
 			}
 		}
@@ -438,15 +678,48 @@ func simulateHistory(seed uint64, clients, perClient, keys int) []Record {
 
 func TestModelSimulatedHistories(t *testing.T) {
 	for seed := range uint64(20) {
-		recs := simulateHistory(seed, 4, 60, 2)
+		recs := simulateHistory(seed, 4, 60, 2, false)
 		if res, _ := Check(recs, 10*time.Second); res != porcupine.Ok {
 			t.Fatalf("seed %d: Check = %s, want Ok", seed, res)
 		}
 	}
 }
 
+func TestModelSimulatedAccessHistories(t *testing.T) {
+	var forbidden, access int
+	for seed := range uint64(20) {
+		recs := simulateHistory(seed, 4, 60, 2, true)
+		for _, r := range recs {
+			switch {
+			case r.Output.Outcome == OutForbidden:
+				forbidden++
+			case r.Input.Kind == OpGrant || r.Input.Kind == OpRevoke:
+				access++
+			}
+		}
+		if res, _ := Check(recs, 10*time.Second); res != porcupine.Ok {
+			t.Fatalf("seed %d: Check = %s, want Ok", seed, res)
+		}
+	}
+	if forbidden == 0 || access == 0 {
+		t.Fatalf("simulation too tame: %d access changes, %d writes answered 403", access, forbidden)
+	}
+	t.Logf("20 histories: %d access changes, %d writes answered 403", access, forbidden)
+
+	// A fault run's size checks in well under its timeout.
+	recs := simulateHistory(42, 8, 300, 5, true)
+	start := time.Now()
+	if res, _ := Check(recs, 20*time.Second); res != porcupine.Ok {
+		t.Fatalf("big history: Check = %s, want Ok", res)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("big history: Check took %v", d)
+	}
+	t.Logf("%d records with access changes checked in %v", len(recs), time.Since(start))
+}
+
 func TestModelCheckBigHistory(t *testing.T) {
-	recs := simulateHistory(42, 8, 300, 5)
+	recs := simulateHistory(42, 8, 300, 5, false)
 	var unknowns, cas int
 	for _, r := range recs {
 		if r.Output.Outcome == OutUnknown && r.Input.Kind != OpGet {
@@ -558,6 +831,10 @@ func TestModelDescribe(t *testing.T) {
 		{hCAS("k", 12, "v"), hPrecond, "cas k if@12 =v → 412"},
 		{hCAS("k", 12, "v"), hUnknown, "cas k if@12 =v → ? (unknown)"},
 		{hDel("k"), hOK(20), "delete k → ok@20"},
+		{hBatch("k", "v"), hForbidden, "batch put k=v → 403"},
+		{hBatchCAS("k", 0, "v"), hOK(21), "batch cas k if@0 =v → ok@21"},
+		{hRevoke("k"), hOK(22), "revoke k → ok@22"},
+		{hGrant("k"), hUnknown, "grant k → ? (unknown)"},
 	} {
 		if got := m.DescribeOperation(tc.in, tc.out); got != tc.want {
 			t.Errorf("DescribeOperation = %q, want %q", got, tc.want)
@@ -571,19 +848,30 @@ func TestModelDescribe(t *testing.T) {
 	if got, want := m.DescribeState(s), `{"w"@? (floor 17)}`; got != want {
 		t.Errorf("DescribeState = %q, want %q", got, want)
 	}
+	_, s = m.Step(m.Init(), hRevoke("k"), hOK(3))
+	if got, want := m.DescribeState(s), `{absent (floor 3, writes denied)}`; got != want {
+		t.Errorf("DescribeState = %q, want %q", got, want)
+	}
 }
 
 func TestModelRecordJSONRoundTrip(t *testing.T) {
 	recs := []Record{
 		hRec(0, hCAS("a", 3, "x"), hPrecond, 1, 2),
+		hRec(2, hBatch("g", "y"), hForbidden, 3, 4),
+		hRec(3, hRevoke("g"), hOK(7), 5, 6),
 		{Client: 1, Input: Input{Kind: OpKind(9), Key: "b"}, Output: Output{Outcome: Outcome(0)}, Err: "boom"},
 	}
 	b, err := json.Marshal(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"Kind":"cas"`) || !strings.Contains(string(b), `"Outcome":"precondition"`) {
-		t.Fatalf("enums not readable in %s", b)
+	for _, want := range []string{`"Kind":"cas"`, `"Outcome":"precondition"`, `"Kind":"revoke"`, `"Outcome":"forbidden"`, `"Batch":true`} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("enums or Batch not readable: %s not in %s", want, b)
+		}
+	}
+	if strings.Count(string(b), `"Batch"`) != 1 {
+		t.Fatalf("Batch written where it is false: %s", b)
 	}
 	var back []Record
 	if err := json.Unmarshal(b, &back); err != nil {
