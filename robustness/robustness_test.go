@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -386,6 +387,10 @@ func runFault(t *testing.T, fc faultCase, seed uint64, p profile, bin string) *r
 		recorders = append(recorders, s)
 	}
 
+	// The access workload's keys, each in a project of its own.
+	guards := setupGuarded(c, []guardKind{guardRules, guardRole})
+	r.event("guarded keys: %s", guardedNames(guards))
+
 	w := newWorkload(c)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var clients sync.WaitGroup
@@ -401,6 +406,7 @@ func runFault(t *testing.T, fc faultCase, seed uint64, p profile, bin string) *r
 			clients.Go(func() { w.runClient(loadCtx, clientID, n, crng) })
 		}
 	}
+	w.startGuarded(loadCtx, &clients, guards, seed, 100)
 	r.checkFor(30*time.Second, "the load started", func() error {
 		if w.okCount() < 20 {
 			return fmt.Errorf("%d operations answered", w.okCount())
@@ -446,18 +452,47 @@ func runFault(t *testing.T, fc faultCase, seed uint64, p profile, bin string) *r
 	for _, rec := range recs {
 		counts[rec.Output.Outcome]++
 	}
-	r.event("%d operations (ok %d, not found %d, precondition %d, failed %d, unknown %d), %d acknowledged creates, max revision %d",
-		len(recs), counts[OutOK], counts[OutNotFound], counts[OutPrecondition], counts[OutFailed], counts[OutUnknown], len(creates), maxRev)
+	r.event("%d operations (ok %d, not found %d, precondition %d, forbidden %d, failed %d, unknown %d), %d acknowledged creates, max revision %d",
+		len(recs), counts[OutOK], counts[OutNotFound], counts[OutPrecondition], counts[OutForbidden], counts[OutFailed], counts[OutUnknown], len(creates), maxRev)
+	for _, g := range guards {
+		st := accessStats(recs, g.key)
+		r.event("%s (by %s): %s", g.key, g.kind, st)
+		if err := st.exercised(); err != nil {
+			res.failures = append(res.failures, fmt.Sprintf("access workload on %s: %v", g.key, err))
+		}
+	}
 
 	// 1. Linearizability.
 	var info porcupine.LinearizationInfo
+	checkStart := time.Now()
 	res.lin, info = Check(recs, 90*time.Second)
 	if res.lin != porcupine.Ok {
 		res.failures = append(res.failures, fmt.Sprintf("linearizability: porcupine says %v", res.lin))
 	}
+	r.event("linearizability: %v in %v", res.lin, time.Since(checkStart).Round(time.Millisecond))
+	// The checker can fail on this very history: with one refused write of
+	// a guarded key turned into an acknowledged one, committed right after
+	// a completed revoke, it must say Illegal.
+	for _, g := range guards {
+		bad, i, ok := acceptRefusedWrite(recs, g.key)
+		if !ok {
+			res.failures = append(res.failures, fmt.Sprintf("access workload on %s: no write refused after a completed revoke to test the checker with", g.key))
+			continue
+		}
+		got, _ := Check(bad, 90*time.Second)
+		if got != porcupine.Illegal {
+			res.failures = append(res.failures, fmt.Sprintf("linearizability: with %s's refused write %s accepted, porcupine says %v, want Illegal", g.key, describeOp(bad[i].Input, bad[i].Output), got))
+		}
+		r.event("checker self-test on %s: %q (client %d on %s, refused at %.3fs) accepted instead: %v", g.key, describeOp(bad[i].Input, bad[i].Output),
+			bad[i].Client, bad[i].Node, time.Duration(bad[i].Call).Seconds(), got)
+	}
 
-	// 2. Every node holds every acknowledged create, and all converge.
+	// 2. Every node holds every acknowledged create, and all converge, the
+	// guarded keys' projects too.
 	res.failures = append(res.failures, convergence(c, maxRev, creates)...)
+	for _, g := range guards {
+		res.failures = append(res.failures, converged(c, g.owner.Headers(), guardedCollection, maxRev)...)
+	}
 
 	// 3. Streams: the live ones reach the final write, then resumed ones
 	// replay from the middle of the history on every node.
@@ -527,11 +562,14 @@ func (res *result) requireCorrect(t *testing.T) {
 }
 
 // ackedChanges are the acknowledged writes to the kv keys as the change
-// events they must show up as.
+// events they must show up as (the streams watch kv of the main project).
 func ackedChanges(recs []Record) []StreamEvent {
 	var out []StreamEvent
 	for _, rec := range recs {
-		if rec.Output.Outcome != OutOK || rec.Input.Kind == OpGet {
+		if rec.Output.Outcome != OutOK || !strings.HasPrefix(rec.Input.Key, kvCollection+"/") {
+			continue
+		}
+		if k := rec.Input.Kind; k != OpPut && k != OpCAS && k != OpDelete {
 			continue
 		}
 		ev := StreamEvent{Revision: rec.Output.Rev, Collection: rec.Input.Key, Type: "set"}
@@ -569,7 +607,7 @@ func convergence(c *cluster, maxRev uint64, creates []ackedCreate) []string {
 		var ref []byte
 		var refNode string
 		for _, n := range c.nodes {
-			docs, raw, err := listAll(c, n, coll, maxRev)
+			docs, raw, err := listAll(c, n, c.pr.Headers(), coll, maxRev)
 			if err != nil {
 				failures = append(failures, fmt.Sprintf("convergence: list %s on %s: %v", coll, n.id, err))
 				continue
@@ -607,6 +645,26 @@ func convergence(c *cluster, maxRev uint64, creates []ackedCreate) []string {
 	return failures
 }
 
+// converged requires identical listings of coll (with headers' project)
+// on every node once it applied maxRev.
+func converged(c *cluster, headers map[string]string, coll string, maxRev uint64) []string {
+	var failures []string
+	var ref []byte
+	var refNode string
+	for _, n := range c.nodes {
+		_, raw, err := listAll(c, n, headers, coll, maxRev)
+		switch {
+		case err != nil:
+			failures = append(failures, fmt.Sprintf("convergence: list %s of project %s on %s: %v", coll, headers["X-Project-Id"], n.id, err))
+		case ref == nil:
+			ref, refNode = raw, n.id
+		case string(raw) != string(ref):
+			failures = append(failures, fmt.Sprintf("convergence: %s of project %s on %s differs from %s:\n%s\n%s", coll, headers["X-Project-Id"], n.id, refNode, raw, ref))
+		}
+	}
+	return failures
+}
+
 type listedDoc struct {
 	Collection string          `json:"collection"`
 	Data       json.RawMessage `json:"data"`
@@ -615,12 +673,12 @@ type listedDoc struct {
 	UpdateTime string          `json:"updateTime"`
 }
 
-// listAll pages through coll on n (local reads once n applied minRev) and
-// returns the documents and their canonical bytes.
-func listAll(c *cluster, n *node, coll string, minRev uint64) ([]listedDoc, []byte, error) {
+// listAll pages through coll on n with headers (local reads once n applied
+// minRev) and returns the documents and their canonical bytes.
+func listAll(c *cluster, n *node, headers map[string]string, coll string, minRev uint64) ([]listedDoc, []byte, error) {
 	var all []listedDoc
 	token := ""
-	h := c.pr.Headers()
+	h := maps.Clone(headers)
 	h["X-Min-Revision"] = strconv.FormatUint(minRev, 10)
 	for page := 0; page < 1000; page++ {
 		q := "/api/db?list=true&consistency=local&limit=200&collection=" + url.QueryEscape(coll)

@@ -92,11 +92,24 @@ func outcome(r *response, err error) Outcome {
 		return OutNotFound
 	case r.Status == http.StatusPreconditionFailed:
 		return OutPrecondition
+	case r.Status == http.StatusForbidden && errorCode(r) == "forbidden":
+		return OutForbidden // refused by the access rules (or a role) at its commit
 	case r.Status >= 400 && r.Status < 500:
 		return OutFailed // refused before it was proposed
 	default:
 		return OutUnknown // 5xx: may or may not have been applied
 	}
+}
+
+// errorCode is the code of an error answer ({"error":{"code"}}), or "".
+func errorCode(r *response) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.Body, &e)
+	return e.Error.Code
 }
 
 // runClient issues operations through n until ctx ends. Each client has its
