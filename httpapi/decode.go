@@ -67,6 +67,11 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if err := checkDepth(body, s.limits.MaxDepth); err != nil {
 		return nil, err
 	}
+	// A key given twice (two "collection"s) must not be decided by "last
+	// wins": refuse it, like a repeated key in stored data.
+	if key, dup := repeatedKey(body); dup {
+		return nil, newError(http.StatusBadRequest, "invalid_argument", fmt.Sprintf("the request body has the key %q twice in one object", key))
+	}
 	return body, nil
 }
 
@@ -141,11 +146,28 @@ func checkDepth(b []byte, max int) error {
 	return nil
 }
 
+// repeatedKey reports the first key an object of b repeats. Malformed JSON
+// is left to the decoder to report.
+func repeatedKey(b []byte) (string, bool) {
+	var dup *dupKeyError
+	if errors.As(walkJSON(b, false), &dup) {
+		return dup.key, true
+	}
+	return "", false
+}
+
+type dupKeyError struct{ key string }
+
+func (e *dupKeyError) Error() string { return fmt.Sprintf("has the key %q twice in one object", e.key) }
+
 // checkValue walks a JSON value once and refuses what storage must not keep:
 // duplicate keys in an object (the rules would judge the last value while
 // other readers may take the first) and numbers beyond float64 (no client
 // could read them back, and the rules could not evaluate them).
-func checkValue(b []byte) error {
+func checkValue(b []byte) error { return walkJSON(b, true) }
+
+// walkJSON refuses repeated keys and, with numbers, numbers beyond float64.
+func walkJSON(b []byte, numbers bool) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	type frame struct {
@@ -179,7 +201,7 @@ func checkValue(b []byte) error {
 				return errors.New("is not valid JSON")
 			}
 			if _, dup := stack[n-1].keys[key]; dup {
-				return fmt.Errorf("has the key %q twice in one object", key)
+				return &dupKeyError{key: key}
 			}
 			stack[n-1].keys[key] = struct{}{}
 			stack[n-1].expect = false
@@ -201,7 +223,7 @@ func checkValue(b []byte) error {
 				stack = stack[:len(stack)-1]
 			}
 		case json.Number:
-			if _, err := strconv.ParseFloat(string(t), 64); err != nil {
+			if _, err := strconv.ParseFloat(string(t), 64); numbers && err != nil {
 				return fmt.Errorf("has the number %s, which does not fit a 64-bit float", t)
 			}
 		}

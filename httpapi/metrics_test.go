@@ -116,13 +116,13 @@ func TestRouteLabelIsBounded(t *testing.T) {
 		{"path under /api/db", http.MethodGet, "/api/db/users/ada-4f2c9", routeOther, "GET", 404},
 		{"query string", http.MethodGet, "/nothing?token=eba_0123456789abcdef", routeOther, "GET", 404},
 		{"encoded path", http.MethodGet, "/api/%2e%2e/admin/cluster%3Fx", routeOther, "GET", 404},
-		// The mux redirects to the cleaned path, reporting the pattern that serves it.
-		{"dot segments (redirect)", http.MethodGet, "/api/db/../../healthz", "/healthz", "GET", 307},
-		{"double slash (redirect)", http.MethodGet, "//healthz", "/healthz", "GET", 307},
+		// An unclean path is refused before routing (no redirect).
+		{"dot segments", http.MethodGet, "/api/db/../../healthz", routeOther, "GET", 404},
+		{"double slash", http.MethodGet, "//healthz", routeOther, "GET", 404},
 		// CONNECT paths are not cleaned; the mux may report a raw path as the pattern.
 		{"CONNECT", http.MethodConnect, "/zz-" + strings.Repeat("c", 30), routeOther, "other", 404},
 		{"pattern with a wildcard", http.MethodPost, "/admin/cluster/nodes/n-7f3a", "/admin/cluster/nodes/{id}", "POST", 401},
-		{"made-up method", "BREW", "/healthz", "/healthz", "other", 200},
+		{"made-up method", "BREW", "/healthz", "/healthz", "other", 405},
 		{"made-up method, made-up path", "X-" + strings.Repeat("A", 40), "/" + strings.Repeat("b", 200), routeOther, "other", 404},
 	}
 	want := map[string]float64{}

@@ -162,8 +162,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
 	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))
 	s.mux.HandleFunc("/admin/backup", s.admin(s.handleBackup))
-	s.mux.HandleFunc("/healthz", s.handleHealthz)
-	s.mux.HandleFunc("/readyz", s.handleReadyz)
+	s.mux.HandleFunc("/healthz", getOnly(s.handleHealthz))
+	s.mux.HandleFunc("/readyz", getOnly(s.handleReadyz))
 	if s.metricsPage != nil {
 		s.mux.HandleFunc("/metrics", s.handleMetrics)
 	}
@@ -208,6 +208,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, errors.New("panic"))
 		}
 	}()
+	if ae := s.edgeRefusal(r); ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	w, r = asGet(w, r)
 	s.mux.ServeHTTP(w, r)
 }
 

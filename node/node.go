@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -262,11 +263,18 @@ func Start(cfg Config) (*Node, error) {
 		n.abort()
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle(raftstore.InternalPrefix, n.Store.InternalHandler())
-	mux.Handle("/", api)
+	// No ServeMux in front: it would redirect an unclean path in plain text
+	// before the API could answer it in the JSON error shape.
+	internal := n.Store.InternalHandler()
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; strings.HasPrefix(p, raftstore.InternalPrefix) && path.Clean(p) == p {
+			internal.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
 	close(n.built)
-	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	n.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

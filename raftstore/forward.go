@@ -134,14 +134,14 @@ func (s *Store) internalCall(ctx context.Context, base, endpoint string, body []
 		if isUnknownNodeBody(b) {
 			return true, ErrUnknownNode
 		}
-		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, strings.TrimSpace(string(b)))
+		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, internalMessage(b))
 	case http.StatusConflict:
-		if bytes.Equal(bytes.TrimSpace(b), []byte(ErrLastVoter.Error())) {
+		if internalMessage(b) == ErrLastVoter.Error() {
 			return true, ErrLastVoter
 		}
-		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, strings.TrimSpace(string(b)))
+		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, internalMessage(b))
 	default:
-		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, strings.TrimSpace(string(b)))
+		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, internalMessage(b))
 	}
 }
 
@@ -506,33 +506,33 @@ func (s *Store) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+InternalPrefix+"propose", func(w http.ResponseWriter, r *http.Request) {
 		if !s.IsLeader() {
-			http.Error(w, "not leader", http.StatusMisdirectedRequest)
+			internalError(w, "not leader", http.StatusMisdirectedRequest)
 			return
 		}
 		cmd, err := io.ReadAll(io.LimitReader(r.Body, maxEntrySize+1))
 		if err != nil || len(cmd) > maxEntrySize {
-			http.Error(w, "bad command", http.StatusBadRequest)
+			internalError(w, "bad command", http.StatusBadRequest)
 			return
 		}
 		res, err := s.applyLocal(r.Context(), cmd)
 		switch {
 		case errors.Is(err, errRetry):
-			http.Error(w, "not leader", http.StatusMisdirectedRequest)
+			internalError(w, "not leader", http.StatusMisdirectedRequest)
 		case err != nil:
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			internalError(w, err.Error(), http.StatusServiceUnavailable)
 		default:
 			writeJSON(w, res)
 		}
 	})
 	mux.HandleFunc("POST "+InternalPrefix+"readindex", func(w http.ResponseWriter, r *http.Request) {
 		if !s.IsLeader() {
-			http.Error(w, "not leader", http.StatusMisdirectedRequest)
+			internalError(w, "not leader", http.StatusMisdirectedRequest)
 			return
 		}
 		idx, err := s.leaderReadIndex(r.Context())
 		if err != nil {
 			// Not (or no longer) an established leader: the caller retries.
-			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+			internalError(w, err.Error(), http.StatusMisdirectedRequest)
 			return
 		}
 		writeJSON(w, map[string]uint64{"index": idx})
@@ -540,20 +540,20 @@ func (s *Store) InternalHandler() http.Handler {
 	mux.HandleFunc("POST "+InternalPrefix+"join", func(w http.ResponseWriter, r *http.Request) {
 		var req JoinRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
-			http.Error(w, "bad join request", http.StatusBadRequest)
+			internalError(w, "bad join request", http.StatusBadRequest)
 			return
 		}
 		if err := s.Join(r.Context(), req); err != nil {
 			if errors.Is(err, ErrUnknownNode) {
 				// A readdress for a node that is not a member.
-				http.Error(w, ErrUnknownNode.Error(), http.StatusNotFound)
+				internalError(w, ErrUnknownNode.Error(), http.StatusNotFound)
 				return
 			}
 			if errors.Is(err, ErrJoinerTooOld) {
-				http.Error(w, err.Error(), http.StatusConflict)
+				internalError(w, err.Error(), http.StatusConflict)
 				return
 			}
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			internalError(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		writeJSON(w, struct{}{})
@@ -563,19 +563,19 @@ func (s *Store) InternalHandler() http.Handler {
 			ID string `json:"id"`
 		}
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
-			http.Error(w, "bad remove request", http.StatusBadRequest)
+			internalError(w, "bad remove request", http.StatusBadRequest)
 			return
 		}
 		if err := s.RemoveNode(r.Context(), req.ID); err != nil {
 			if errors.Is(err, ErrUnknownNode) {
-				http.Error(w, ErrUnknownNode.Error(), http.StatusNotFound)
+				internalError(w, ErrUnknownNode.Error(), http.StatusNotFound)
 				return
 			}
 			if errors.Is(err, ErrLastVoter) {
-				http.Error(w, ErrLastVoter.Error(), http.StatusConflict)
+				internalError(w, ErrLastVoter.Error(), http.StatusConflict)
 				return
 			}
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			internalError(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		writeJSON(w, struct{}{})
@@ -584,14 +584,36 @@ func (s *Store) InternalHandler() http.Handler {
 		writeJSON(w, s.self())
 	})
 	mux.HandleFunc("POST "+InternalPrefix+"membership", s.serveMembership)
+	mux.HandleFunc(InternalPrefix, func(w http.ResponseWriter, r *http.Request) {
+		internalError(w, "no such internal endpoint (or not with this method)", http.StatusNotFound)
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get(SecretHeader)
 		if s.cfg.Secret == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Secret)) != 1 {
-			http.Error(w, "forbidden", http.StatusForbidden)
+			internalError(w, "forbidden", http.StatusForbidden)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// internalError answers a node-to-node call in the API's one error shape,
+// {"error":{"code","message"}}; callers read the status (and log the text).
+func internalError(w http.ResponseWriter, msg string, status int) {
+	code := map[int]string{
+		http.StatusBadRequest:         "invalid_argument",
+		http.StatusForbidden:          "forbidden",
+		http.StatusNotFound:           "not_found",
+		http.StatusConflict:           "conflict",
+		http.StatusMisdirectedRequest: "not_leader",
+	}[status]
+	if code == "" {
+		code = "unavailable"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]map[string]string{"error": {"code": code, "message": msg}})
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -23,7 +23,6 @@ package raftstore
 // carries on as before: only a live member's answer counts.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -392,12 +391,12 @@ func (s *Store) serveMembership(w http.ResponseWriter, r *http.Request) {
 		ID string `json:"id"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil || req.ID == "" {
-		http.Error(w, "bad membership request", http.StatusBadRequest)
+		internalError(w, "bad membership request", http.StatusBadRequest)
 		return
 	}
 	a, err := s.membershipOf(r.Context(), req.ID)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		internalError(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	writeJSON(w, a)
@@ -438,6 +437,18 @@ func (s *Store) clearRemoval(ctx context.Context, id string) error {
 }
 
 // isUnknownNodeBody recognises the internal remove endpoint's 404.
-func isUnknownNodeBody(b []byte) bool {
-	return bytes.Equal(bytes.TrimSpace(b), []byte(ErrUnknownNode.Error()))
+func isUnknownNodeBody(b []byte) bool { return internalMessage(b) == ErrUnknownNode.Error() }
+
+// internalMessage is the message of an internal endpoint's refusal: the
+// JSON error shape's, or the plain text earlier binaries answered.
+func internalMessage(b []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	return strings.TrimSpace(string(b))
 }
