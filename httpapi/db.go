@@ -57,20 +57,20 @@ func readOptions(r *http.Request) (raftstore.Consistency, uint64, error) {
 	return c, minRev, nil
 }
 
-// principal syncs this node to the wanted consistency and resolves the bearer
-// token. A token unknown to stale local state is looked up again after a
-// strong sync, so a token just issued anywhere always works here. When the
-// client sends X-Project-Id / X-API-Key they must agree with the token.
+// principal resolves the bearer token, then syncs this node to the wanted
+// consistency. The token is checked first, on local state and, when it is
+// unknown there (maybe issued elsewhere a moment ago), after a strong sync:
+// a bogus token is 401 at once, never a wait for X-Min-Revision. After the
+// sync the token is resolved again on that state, so a token revoked
+// anywhere before a strong read is refused by it. When the client sends
+// X-Project-Id / X-API-Key they must agree with the token.
 func (s *Server) principal(ctx context.Context, r *http.Request, c raftstore.Consistency, minRev uint64) (*auth.Principal, error) {
 	tok := bearer(r)
 	if tok == "" {
 		return nil, auth.ErrMissingToken
 	}
-	if err := s.waitRead(ctx, c, minRev); err != nil {
-		return nil, err
-	}
 	p, err := s.accounts.Authenticate(tok)
-	if errors.Is(err, auth.ErrInvalidToken) && c == raftstore.Local {
+	if errors.Is(err, auth.ErrInvalidToken) {
 		if err := s.waitRead(ctx, raftstore.Strong, 0); err != nil {
 			return nil, err
 		}
@@ -78,6 +78,15 @@ func (s *Server) principal(ctx context.Context, r *http.Request, c raftstore.Con
 	}
 	if err != nil {
 		return nil, err
+	}
+	before := s.cluster.AppliedIndex()
+	if err := s.waitRead(ctx, c, minRev); err != nil {
+		return nil, err
+	}
+	if s.cluster.AppliedIndex() != before {
+		if p, err = s.accounts.Authenticate(tok); err != nil {
+			return nil, err
+		}
 	}
 	if pid := r.Header.Get("X-Project-Id"); pid != "" && pid != p.ProjectID {
 		return nil, newError(http.StatusForbidden, "project_mismatch", "X-Project-Id names another project than the token")

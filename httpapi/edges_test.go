@@ -139,3 +139,30 @@ func TestEdges_RepeatedEnvelopeKeyIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A bogus token is refused at once, before X-Min-Revision is waited on (it
+// used to hold a request for the read timeout and answer 503).
+func TestEdges_TokenCheckedBeforeMinRevision(t *testing.T) {
+	e := newEnv(t)
+	own := "users/" + e.user.ID + "/m"
+	e.mustPut(t, e.user.Token, own, `{"v":1}`)
+	far := map[string]string{"X-Min-Revision": "999999999"}
+	for _, tok := range []string{"ebt_bogus", ""} {
+		h := map[string]string{"X-Min-Revision": "999999999"}
+		if tok != "" {
+			h["Authorization"] = "Bearer " + tok
+		}
+		start := time.Now()
+		r := e.mustSend(t, http.MethodGet, docQuery(own), h, "")
+		if took := time.Since(start); r.Status != http.StatusUnauthorized || took > 2*time.Second {
+			t.Errorf("token %q with an unreachable X-Min-Revision: %d after %v, want 401 at once: %s", tok, r.Status, took, r.Body)
+		}
+	}
+	// A valid token still waits for the revision (and gives up with 503).
+	far["Authorization"] = "Bearer " + e.user.Token
+	checkError(t, e.mustSend(t, http.MethodGet, docQuery(own), far, ""), http.StatusServiceUnavailable, "unavailable", "")
+	// And a revoked one is refused even on local reads of a fresh node.
+	acc := e.mustRegister(t, e.p, "")
+	e.mustLogout(t, e.p, acc.Token)
+	checkError(t, e.mustSend(t, http.MethodGet, docQuery(own)+"&consistency=local", bearer(acc.Token), ""), http.StatusUnauthorized, "invalid_token", "")
+}

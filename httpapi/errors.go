@@ -123,7 +123,10 @@ type errorDetail struct {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := errorFor(err)
 	if ae.Status >= 500 {
-		s.logger.Error("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "status", ae.Status, "err", err)
+		if ok, held := s.errLog.allow(); ok {
+			s.logger.Error("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "status", ae.Status, "err", err,
+				"suppressed_before", held)
+		}
 	}
 	if ae.Allow != "" {
 		w.Header().Set("Allow", ae.Allow)

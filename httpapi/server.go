@@ -115,7 +115,12 @@ type Server struct {
 	routeLabels  map[string]string // registered pattern → route label
 	metrics      *httpMetrics      // nil: off
 	metricsPage  http.Handler
+	errLog       *logLimiter // 5xx lines: at most errLogBurst a second
 }
+
+// errLogBurst is how many 5xx error lines a node writes per second; the
+// rest are counted into the next line (suppressed_before).
+const errLogBurst = 20
 
 // New builds the API handler.
 func New(cfg Config) (*Server, error) {
@@ -133,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
 		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: newRouteMux(),
-		metricsPage: cfg.Metrics}
+		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now)}
 	s.routes()
 	s.routeLabels = routeLabels(s.mux.patterns)
 	var err error
