@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/edgebase/edgebase/internal/proctest"
 )
 
@@ -424,17 +427,19 @@ func (st guardStats) exercised() error {
 }
 
 // acceptRefusedWrite returns the records of key with one write that was
-// refused (403) right after a completed revoke turned into an acknowledged
-// one: a write that would have committed under the revoke. No grant could
-// have come between (none was called before the write returned, after the
-// revoke was called), so the checker must find the result Illegal. ok is
-// false when the history holds no such write.
+// refused (403) after a completed revoke turned into an acknowledged one: a
+// write that would have committed under the revoke. No grant could have
+// come between (none was called before the write returned, after the
+// revoke was called), so the checker must find the result Illegal. It
+// takes the last such write, so that the checker has the whole history
+// before it to get through. ok is false when the history holds none.
 func acceptRefusedWrite(recs []Record, key string) (out []Record, idx int, ok bool) {
 	for _, r := range recs {
 		if r.Input.Key == key {
 			out = append(out, r)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b Record) int { return cmp.Compare(b.Call, a.Call) })
 	isWrite := func(k OpKind) bool { return k == OpPut || k == OpCAS || k == OpDelete }
 	for i, w := range out {
 		if !isWrite(w.Input.Kind) || w.Output.Outcome != OutForbidden {
@@ -464,4 +469,30 @@ func acceptRefusedWrite(recs []Record, key string) (out []Record, idx int, ok bo
 		}
 	}
 	return nil, 0, false
+}
+
+func TestModelAcceptRefusedWrite(t *testing.T) {
+	recs := []Record{
+		hRec(0, hRevoke("g"), hOK(2), 0, 1),
+		hRec(1, hPut("g", "1"), hForbidden, 2, 3), // after a completed revoke
+		hRec(0, hGrant("g"), hOK(4), 4, 5),
+		hRec(0, hRevoke("g"), hOK(6), 6, 7),
+		hRec(0, hGrant("g"), hUnknown, 8, 9),
+		hRec(1, hPut("g", "2"), hForbidden, 10, 11), // an unknown grant may come between
+		hRec(2, hRevoke("other"), hOK(12), 12, 13),
+		hRec(2, hPut("other", "x"), hForbidden, 14, 15),
+	}
+	if res, _ := Check(recs, 5*time.Second); res != porcupine.Ok {
+		t.Fatalf("the history itself: Check = %s, want Ok", res)
+	}
+	bad, i, ok := acceptRefusedWrite(recs, "g")
+	if !ok || bad[i].Input.Value != "1" || bad[i].Output != hOK(3) || len(bad) != 6 {
+		t.Fatalf("acceptRefusedWrite = %v, %d, %v; want the first put accepted at revision 3", bad, i, ok)
+	}
+	if res, _ := Check(bad, 5*time.Second); res != porcupine.Illegal {
+		t.Fatalf("with the refused write accepted: Check = %s, want Illegal", res)
+	}
+	if _, _, ok := acceptRefusedWrite(recs[2:6], "g"); ok {
+		t.Fatal("found a write although an unknown grant may come between")
+	}
 }
