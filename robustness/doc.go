@@ -9,6 +9,12 @@
 //   - the history of puts, strong gets, conditional puts and deletes is
 //     linearizable (porcupine, per key, a write of unknown outcome may or may
 //     not have taken effect, a checker timeout is a failure);
+//   - on guarded keys, each in a project of its own whose owner grants and
+//     revokes a writer again and again (by the rules, or by the writer's
+//     role) while the writer puts, batches and deletes through random
+//     nodes, no write commits under a rule or role that no longer held at
+//     its commit, and no write is refused (403) where its access held: the
+//     model orders access changes and writes by revision;
 //   - no acknowledged write is missing once the fault heals, and every node
 //     converges to the same documents, byte for byte;
 //   - realtime streams on every node deliver strictly increasing revisions
@@ -19,7 +25,8 @@
 //     a leader kill, with duplicates only around the leadership change.
 //
 // The model and the checkers are plain code (model.go, streams.go,
-// pushcheck.go) with their own tests; the fault runs are in the _test files.
+// pushcheck.go) with their own tests; the fault runs are in the _test files
+// (the access workload in access_test.go).
 // docs/robustness.md describes the faults, the checks, the results and the
 // guarantees they support.
 package robustness
