@@ -1750,6 +1750,15 @@ func TestPushCredentials(t *testing.T) {
 			bad("a public key"+suffix, sa(map[string]any{"private_key": "-----BEGIN PUBLIC KEY-----\nQUFBQQ==\n-----END PUBLIC KEY-----\n"}), "private_key", after),
 			bad("token_uri ftp"+suffix, sa(map[string]any{"token_uri": "ftp://example.com/token"}), "token_uri", after),
 			bad("token_uri not a URL"+suffix, sa(map[string]any{"token_uri": "token"}), "token_uri", after),
+			// The leader would POST a signed assertion there: only Google's
+			// token endpoint (or the operator's FCM endpoint's host) is taken.
+			bad("token_uri on loopback"+suffix, sa(map[string]any{"token_uri": "http://127.0.0.1:8080/internal/propose"}), "token_uri", after),
+			bad("token_uri on a private address"+suffix, sa(map[string]any{"token_uri": "http://10.0.0.7/token"}), "token_uri", after),
+			bad("token_uri on IPv6 loopback"+suffix, sa(map[string]any{"token_uri": "https://[::1]/token"}), "token_uri", after),
+			bad("token_uri on another host"+suffix, sa(map[string]any{"token_uri": "https://oauth2.googleapis.com.evil.example/token"}), "token_uri", after),
+			bad("token_uri on Google's host, another port"+suffix, sa(map[string]any{"token_uri": "https://oauth2.googleapis.com:8443/token"}), "token_uri", after),
+			bad("token_uri on Google's host over http"+suffix, sa(map[string]any{"token_uri": "http://oauth2.googleapis.com/token"}), "token_uri", after),
+			bad("token_uri with credentials"+suffix, sa(map[string]any{"token_uri": "https://user@oauth2.googleapis.com/token"}), "token_uri", after),
 			bad("empty object"+suffix, `{}`, "type", after),
 			bad("array body"+suffix, `[`+good+`]`, "", after),
 			{name: "no Content-Type is 415" + suffix, method: "PUT", url: url, headers: map[string]string{"Content-Type": ""}, body: good,

@@ -248,7 +248,7 @@ func Start(cfg Config) (*Node, error) {
 		sender = fcm
 	}
 	n.Push, err = push.NewService(push.Config{Store: n.Store, Clock: cfg.Clock, Sealer: pushSealer, Sender: sender,
-		Feed: n.Store.Feed(), Logger: logger, Tuning: cfg.PushTuning, Registerer: reg})
+		Feed: n.Store.Feed(), Logger: logger, Tuning: cfg.PushTuning, Registerer: reg, FCMEndpoint: cfg.FCMEndpoint})
 	if err != nil {
 		n.abort()
 		return nil, err

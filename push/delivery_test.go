@@ -389,6 +389,9 @@ func TestPreferencesByCategory(t *testing.T) {
 		// Every reached user's device is now counted.
 		if got := h.note(p, nids[k]); got.Failed != want || got.Delivered != 0 {
 			t.Errorf("%s after the quiet hours: failed %d delivered %d, want failed %d", cat, got.Failed, got.Delivered, want)
+		} else if want > 0 && !strings.Contains(got.LastError, "credentials") {
+			// The owner's history says why the devices failed.
+			t.Errorf("%s: lastError %q, want the missing credentials named", cat, got.LastError)
 		}
 	}
 }

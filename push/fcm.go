@@ -99,9 +99,14 @@ func (f *FCMSender) client(pid string, creds []byte, rev uint64) (*messaging.Cli
 	}
 	var sa struct {
 		ProjectID string `json:"project_id"`
+		TokenURI  string `json:"token_uri"`
 	}
 	if err := json.Unmarshal(creds, &sa); err != nil || sa.ProjectID == "" {
 		return nil, errors.New("the stored service account has no project_id")
+	}
+	// Checked again here: credentials stored by an earlier binary were not.
+	if err := CheckTokenURI(sa.TokenURI, f.endpoint); err != nil {
+		return nil, err
 	}
 	// The client outlives any one request or leadership term: its token
 	// source refreshes with the context it was made with.

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"sync"
 	"time"
 
@@ -63,6 +62,9 @@ type Config struct {
 	Tuning Tuning
 	// Registerer receives the push metrics (nil: none are kept).
 	Registerer prometheus.Registerer
+	// FCMEndpoint is the operator's FCM-compatible endpoint (--fcm-endpoint;
+	// "" is Google's): a service account's token_uri may name its host.
+	FCMEndpoint string
 }
 
 // Tuning sizes the dispatcher.
@@ -106,6 +108,8 @@ type Service struct {
 	feed   *raftstore.Feed
 	logger *slog.Logger
 	tuning Tuning
+	// fcmEndpoint is the operator's FCM endpoint (Config.FCMEndpoint).
+	fcmEndpoint string
 	// metrics is nil when off.
 	metrics *pushMetrics
 	// zones caches loaded time zones: LoadLocation reads the zone data
@@ -138,7 +142,7 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Service{store: cfg.Store, clock: cfg.Clock, sealer: cfg.Sealer, sender: cfg.Sender, feed: cfg.Feed,
-		logger: cfg.Logger, tuning: cfg.Tuning.withDefaults()}
+		logger: cfg.Logger, tuning: cfg.Tuning.withDefaults(), fcmEndpoint: cfg.FCMEndpoint}
 	var err error
 	if s.metrics, err = newPushMetrics(cfg.Registerer, s); err != nil {
 		return nil, fmt.Errorf("push: register metrics: %w", err)
@@ -242,8 +246,9 @@ type serviceAccount struct {
 
 func credentialsAAD(pid string) []byte { return []byte("edgebase fcm credentials\x00" + pid) }
 
-// ParseServiceAccount checks a service-account JSON file as Firebase gives it.
-func ParseServiceAccount(raw []byte) (*serviceAccount, error) {
+// ParseServiceAccount checks a service-account JSON file as Firebase gives
+// it; its token_uri must pass CheckTokenURI against fcmEndpoint.
+func ParseServiceAccount(raw []byte, fcmEndpoint string) (*serviceAccount, error) {
 	var sa serviceAccount
 	if err := json.Unmarshal(raw, &sa); err != nil {
 		var te *json.UnmarshalTypeError
@@ -274,11 +279,8 @@ func ParseServiceAccount(raw []byte) (*serviceAccount, error) {
 	if _, rsaKey := key.(*rsa.PrivateKey); err != nil || !rsaKey {
 		return nil, fieldErr("private_key", "private_key is not an RSA private key")
 	}
-	if sa.TokenURI != "" {
-		u, err := url.Parse(sa.TokenURI)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, fieldErr("token_uri", "token_uri must be an http(s) URL")
-		}
+	if err := CheckTokenURI(sa.TokenURI, fcmEndpoint); err != nil {
+		return nil, fieldErr("token_uri", err.Error())
 	}
 	return &sa, nil
 }
@@ -288,7 +290,7 @@ func (s *Service) SetCredentials(ctx context.Context, c Caller, raw []byte) (*Cr
 	if err := ownerOnly(c, "set the FCM credentials"); err != nil {
 		return nil, 0, err
 	}
-	sa, err := ParseServiceAccount(raw)
+	sa, err := ParseServiceAccount(raw, s.fcmEndpoint)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -833,6 +835,8 @@ type HistoryItem struct {
 	Pruned    int               `json:"pruned"`
 	Skipped   int               `json:"skipped"`
 	Deferred  int               `json:"deferred"`
+	// LastError is the last delivery error of the notification (owners only).
+	LastError string `json:"lastError,omitempty"`
 }
 
 // History lists notifications newest first: what the project sent, for an
@@ -859,7 +863,7 @@ func (s *Service) History(c Caller, limit int, cursor string) (*Page[HistoryItem
 			}
 			it = HistoryItem{ID: n.ID, Title: n.Title, Body: n.Body, Data: n.Data, Category: n.Category, Target: n.Target,
 				Status: n.Status, CreatedAt: n.CreatedAt, Targets: n.Targets, Delivered: n.Delivered, Failed: n.Failed,
-				Pruned: n.Pruned, Skipped: n.Skipped, Deferred: n.Deferred}
+				Pruned: n.Pruned, Skipped: n.Skipped, Deferred: n.Deferred, LastError: n.LastError}
 			if n.SentAt != "" {
 				it.SentAt = &n.SentAt
 			}
