@@ -137,6 +137,10 @@ type compiledRule struct {
 	pat   pattern
 	read  cel.Program // nil: deny
 	write cel.Program // nil: deny
+	// readUses holds the identifiers the read expression refers to
+	// (resource, auth, path variables...): how ReadScope tells whether a
+	// read depends on the document's data or on the path below a prefix.
+	readUses map[string]bool
 }
 
 // aliasable reports whether a path variable may also be declared as a
@@ -216,10 +220,10 @@ func CompileRules(rs RuleSet) (*CompiledRules, error) {
 			}
 		}
 		cr := compiledRule{pat: pat}
-		if cr.read, err = compileRuleExpr(env, r.Read); err != nil {
+		if cr.read, cr.readUses, err = compileRuleExpr(env, r.Read); err != nil {
 			return nil, &RuleError{Index: i, Part: "read", Msg: err.Error()}
 		}
-		if cr.write, err = compileRuleExpr(env, r.Write); err != nil {
+		if cr.write, _, err = compileRuleExpr(env, r.Write); err != nil {
 			return nil, &RuleError{Index: i, Part: "write", Msg: err.Error()}
 		}
 		c.rules = append(c.rules, cr)
@@ -227,24 +231,33 @@ func CompileRules(rs RuleSet) (*CompiledRules, error) {
 	return c, nil
 }
 
-func compileRuleExpr(env *cel.Env, src string) (cel.Program, error) {
+// compileRuleExpr compiles one expression and names the identifiers it
+// refers to (variables, and comprehension variables too: a superset).
+func compileRuleExpr(env *cel.Env, src string) (cel.Program, map[string]bool, error) {
 	if strings.TrimSpace(src) == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if len(src) > MaxRuleExprLen {
-		return nil, fmt.Errorf("expression is %d bytes, at most %d are allowed", len(src), MaxRuleExprLen)
+		return nil, nil, fmt.Errorf("expression is %d bytes, at most %d are allowed", len(src), MaxRuleExprLen)
 	}
 	ast, iss := env.Compile(src)
 	if err := iss.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
-		return nil, fmt.Errorf("expression must be of type bool, not %s", t)
+		return nil, nil, fmt.Errorf("expression must be of type bool, not %s", t)
 	}
-	return env.Program(ast,
+	uses := map[string]bool{}
+	for _, ref := range ast.NativeRep().ReferenceMap() {
+		if len(ref.OverloadIDs) == 0 {
+			uses[strings.TrimPrefix(ref.Name, ".")] = true
+		}
+	}
+	prg, err := env.Program(ast,
 		cel.CostLimit(ruleCostLimit),
 		cel.InterruptCheckFrequency(ruleInterruptEvery),
 	)
+	return prg, uses, err
 }
 
 // Source returns the RuleSet the rules were compiled from, e.g. to serve GET
@@ -282,6 +295,126 @@ func (c *CompiledRules) Allow(ctx context.Context, op Op, in RuleInput) (bool, e
 		return evalRule(ctx, prg, i, op, in, vars)
 	}
 	return false, nil
+}
+
+// ReadScope is what the read rules say, for one caller, of a path and
+// (asked for a subtree) every path under it.
+type ReadScope uint8
+
+const (
+	// ReadNone: no document there may be read, whatever its data.
+	ReadNone ReadScope = iota
+	// ReadAll: every document there may be read, whatever its data.
+	ReadAll
+	// ReadByPath: ask Allow per document; its data never changes the
+	// answer, its path does.
+	ReadByPath
+	// ReadByData: ask Allow per document; its data may change the answer.
+	ReadByData
+)
+
+// ReadScope decides, from the path alone where it can, the read access of a
+// to path and, with subtree, to every path below it, so that a caller
+// judging many documents there (a listing, a subscription) evaluates a rule
+// once instead of once per document. The first rule that can match a path
+// there and matches all of them decides all of them when its read
+// expression uses neither resource, nor request, nor a variable bound below
+// path; otherwise the answer is per document (ReadByPath or ReadByData).
+// An evaluation that fails denies, as in Allow.
+func (c *CompiledRules) ReadScope(ctx context.Context, path string, subtree bool, a AuthInfo) ReadScope {
+	segs := splitPath(path)
+	some, byData := false, false
+	for i := range c.rules {
+		r := &c.rules[i]
+		switch r.pat.reach(segs, subtree) {
+		case reachNone:
+			continue
+		case reachSome:
+			some = true
+			byData = byData || r.readUses["resource"]
+			continue
+		}
+		// r decides every path there that no earlier rule matches.
+		if !some {
+			return r.wholeScope(ctx, path, segs, a)
+		}
+		if byData || r.readUses["resource"] {
+			return ReadByData
+		}
+		return ReadByPath
+	}
+	switch {
+	case !some:
+		return ReadNone
+	case byData:
+		return ReadByData
+	}
+	return ReadByPath
+}
+
+// wholeScope is the read scope of a rule that decides every path at and
+// under segs.
+func (r *compiledRule) wholeScope(ctx context.Context, path string, segs []string, a AuthInfo) ReadScope {
+	if r.read == nil {
+		return ReadNone
+	}
+	if r.readUses["resource"] {
+		return ReadByData
+	}
+	vars := map[string]string{}
+	for i, ps := range r.pat.segs {
+		switch ps.kind {
+		case segVar:
+			vars[ps.text] = segs[i]
+		case segRest:
+			// Bound to what lies below path too: it varies.
+			if r.readUses[ps.text] || r.readUses["path"] {
+				return ReadByPath
+			}
+		}
+	}
+	if r.readUses["request"] {
+		return ReadByPath // request.path varies
+	}
+	ok, _ := evalRule(ctx, r.read, 0, OpRead, RuleInput{Path: path, Auth: a}, vars)
+	if ok {
+		return ReadAll
+	}
+	return ReadNone
+}
+
+type reach uint8
+
+const (
+	reachNone reach = iota // matches no path there
+	reachSome              // matches some
+	reachAll               // matches every one
+)
+
+// reach tells which of segs and (with subtree) the paths below it p matches.
+func (p *pattern) reach(segs []string, subtree bool) reach {
+	for i, ps := range p.segs {
+		if ps.kind == segGlob || ps.kind == segRest {
+			return reachAll
+		}
+		if i >= len(segs) {
+			// p needs more segments: it can match paths below only.
+			if subtree {
+				return reachSome
+			}
+			return reachNone
+		}
+		if ps.kind == segLiteral && segs[i] != ps.text {
+			return reachNone
+		}
+	}
+	switch {
+	case len(p.segs) < len(segs):
+		return reachNone
+	case subtree:
+		return reachSome // segs itself only
+	}
+	return reachAll
 }
 
 func evalRule(ctx context.Context, prg cel.Program, index int, op Op, in RuleInput, vars map[string]string) (bool, error) {
