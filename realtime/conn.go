@@ -27,6 +27,7 @@ type conn struct {
 	shard *shard
 	token string
 	pid   string
+	uid   string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -42,13 +43,18 @@ type conn struct {
 	closeReason string
 	checking    atomic.Bool // a recheck runs
 	again       atomic.Bool // and another was asked for meanwhile
+	// access counts the changes of the project's rules and of the
+	// caller's account the shard has routed: a subscription whose view was
+	// decided at an older count holds its changes until it is judged again.
+	access      atomic.Uint64
 	expiry      *time.Timer
 	pingTimer   *time.Timer // under mu
 	pingStopped bool        // under mu
 }
 
-// sub is one subscription. live, pending and removed belong to the shard's
-// goroutine; the rest is fixed at creation.
+// sub is one subscription. view, seq, visible, live, after, pending and
+// removed belong to the shard's goroutine; cur and curSeq to whoever holds
+// syncMu; the rest is fixed at creation.
 type sub struct {
 	c      *conn
 	id     string
@@ -58,37 +64,86 @@ type sub struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// syncMu is held while the subscription is set up or set up again
+	// (access check, snapshot or replay): by startSub, then by refresh.
+	syncMu     sync.Mutex
+	cur        *view  // the view of the last setup
+	curSeq     uint64 // the conn's access count it was decided at
+	want       atomic.Bool
+	refreshing atomic.Bool
+
+	view    *view
+	seq     uint64              // the conn's access count view was decided at
+	visible map[string]struct{} // ReadByData: the documents the subscriber holds
 	live    bool
 	after   uint64 // once live: changes at or below it were in the snapshot or replay
-	pending []*pendingMsg
+	pending []pendingEv
 	removed bool
 }
 
-type pendingMsg struct {
-	rev uint64
-	msg []byte
+// pendingEv is a change held for a subscription: judged when it is sent.
+type pendingEv struct {
+	ev  *raftstore.Event
+	msg *changeMsg
 }
 
-// deliver runs in the shard: a live subscription queues the change, one
-// still sending its snapshot or replay holds it until it goes live.
-func (s *sub) deliver(m *changeMsg) {
+// deliver runs in the shard: a live subscription whose view is current
+// sends the change if its subscriber may read it; one still sending its
+// snapshot or replay, or whose access is being judged again after a rules
+// or account change, holds it.
+func (s *sub) deliver(ev *raftstore.Event, m *changeMsg, d *decisions) {
 	if s.removed || (s.live && m.rev <= s.after) {
 		// The state a snapshot or replay read may be committed before its
 		// batch reaches the shard: such changes were already sent.
 		return
 	}
-	b := m.forSub(s.head)
-	if !s.live {
+	if !s.live || s.seq != s.c.access.Load() {
 		if len(s.pending) >= s.c.srv.cfg.QueueSize {
 			s.c.kill(closeSlowConsumer, "too many changes arrived while the subscription was syncing")
 			return
 		}
-		s.pending = append(s.pending, &pendingMsg{rev: m.rev, msg: b})
+		s.pending = append(s.pending, pendingEv{ev: ev, msg: m})
 		return
 	}
-	if s.c.enqueue(b) {
+	s.emit(ev, m, d)
+}
+
+func (s *sub) emit(ev *raftstore.Event, m *changeMsg, d *decisions) {
+	if b := s.render(ev, m, d); b != nil && s.c.enqueue(b) {
 		s.c.srv.metrics.eventSent()
 	}
+}
+
+// flush sends the held changes once the subscription is live under a
+// current view (shard).
+func (s *sub) flush() {
+	if s.removed || !s.live || s.seq != s.c.access.Load() {
+		return
+	}
+	for _, pe := range s.pending {
+		if pe.msg.rev > s.after {
+			s.emit(pe.ev, pe.msg, nil)
+		}
+	}
+	s.pending = nil
+}
+
+// goLive makes the subscription live after a snapshot or replay complete
+// up to rev, with the documents it showed (ReadByData), and sends what it
+// held (shard).
+func (s *sub) goLive(rev uint64, visible map[string]struct{}) {
+	if s.removed {
+		return
+	}
+	s.live, s.after, s.visible = true, rev, visible
+	kept := s.pending[:0]
+	for _, pe := range s.pending {
+		if pe.msg.rev > rev {
+			kept = append(kept, pe)
+		}
+	}
+	s.pending = kept
+	s.flush()
 }
 
 // enqueue queues a message without blocking; a full queue means the client
@@ -325,113 +380,155 @@ func (c *conn) subscribe(m clientMsg) {
 		c.sendError(m.ID, "subscription_limit", fmt.Sprintf("at most %d subscriptions per connection", c.srv.cfg.MaxSubscriptions))
 		return
 	}
-	p := c.principal
 	ctx, cancel := context.WithCancel(c.ctx)
 	s := &sub{c: c, id: m.ID, head: changeHead(m.ID), path: keys.Doc(c.pid, m.Collection), prefix: m.Prefix, ctx: ctx, cancel: cancel}
 	c.subs[m.ID] = s
 	c.srv.subscriptions.Add(1)
+	// Locked before the worker starts: a refresh asked for meanwhile waits
+	// for the setup.
+	s.syncMu.Lock()
 	c.mu.Unlock()
-	go c.startSub(s, p, m.Collection, m.Since)
+	go c.startSub(s, m.Collection, m.Since)
 }
 
 // startSub checks access, registers the subscription (holding its changes),
 // sends the snapshot or the replay, then lets the held changes through.
-func (c *conn) startSub(s *sub, p *auth.Principal, collection string, since *uint64) {
-	ok, err := c.srv.allowRead(s.ctx, p, collection)
+func (c *conn) startSub(s *sub, collection string, since *uint64) {
+	defer s.syncMu.Unlock()
+	seq := c.access.Load()
+	p := c.currentPrincipal()
+	rules, err := c.srv.rules(p)
 	if s.ctx.Err() != nil {
 		return // unsubscribed (or the connection ended) meanwhile
 	}
-	if err != nil || !ok {
+	if err != nil || !allowPath(rules, p, collection) {
 		c.dropSub(s, "forbidden", "the access rules do not allow reading "+collection)
 		return
 	}
-	if err := c.shard.do(s.ctx, func() { c.shard.addSub(s) }); err != nil {
+	v := newView(rules, p, s)
+	s.cur, s.curSeq = v, seq
+	if err := c.shard.do(s.ctx, func() { s.view, s.seq = v, seq; c.shard.addSub(s) }); err != nil {
 		return
 	}
-	rev, err := c.catchUp(s, since)
+	rev, visible, err := c.catchUp(s, v, since)
 	if err != nil {
-		if s.ctx.Err() == nil {
-			c.srv.logger.Warn("realtime subscribe failed", "err", err)
-			c.dropSub(s, "unavailable", "the subscription could not be started; retry")
-		}
+		c.syncFailed(s, err)
 		return
 	}
-	_ = c.shard.do(s.ctx, func() {
-		if s.removed {
-			return
-		}
-		for _, pm := range s.pending {
-			if pm.rev > rev && c.enqueue(pm.msg) {
-				c.srv.metrics.eventSent()
-			}
-		}
-		s.pending, s.live, s.after = nil, true, rev
-	})
+	_ = c.shard.do(s.ctx, func() { s.goLive(rev, visible) })
+}
+
+func (c *conn) syncFailed(s *sub, err error) {
+	if s.ctx.Err() == nil {
+		c.srv.logger.Warn("realtime subscribe failed", "err", err)
+		c.dropSub(s, "unavailable", "the subscription could not be started; retry")
+	}
+}
+
+func (c *conn) currentPrincipal() *auth.Principal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.principal
 }
 
 // replayPage is how many changes one change log read returns.
 const replayPage = 512
 
-// catchUp sends what the subscriber is missing and returns the revision it
-// is complete up to: the replay of the change log after since, or (without
-// since, or when the log no longer reaches back to it) a snapshot.
-func (c *conn) catchUp(s *sub, since *uint64) (uint64, error) {
-	if since != nil {
-		cur := *since
-		for {
-			evs, upTo, err := c.srv.store.ChangesSince(cur, replayPage)
-			if errors.Is(err, raftstore.ErrCompacted) {
-				if err := c.send(s.ctx, encode(revMsg{Op: "reset", ID: s.id, Revision: upTo})); err != nil {
-					return 0, err
+// catchUp sends what the subscriber is missing, judged by v, and returns
+// the revision it is complete up to and (ReadByData) the documents it now
+// holds: the replay of the change log after since, or a reset and a
+// snapshot when the log no longer reaches back to since or a replay cannot
+// tell what the subscriber holds (ReadByData; a change of the rules or of
+// the caller's account after since), or without since a snapshot.
+func (c *conn) catchUp(s *sub, v *view, since *uint64) (uint64, map[string]struct{}, error) {
+	if since == nil {
+		return c.snapshot(s, v)
+	}
+	if v.scope == auth.ReadByData {
+		return c.resetAndSnapshot(s, v, c.srv.store.AppliedIndex())
+	}
+	rulesKey, userKey := keys.Rules(c.pid), keys.User(c.pid, c.uid)
+	cur := *since
+	for {
+		evs, upTo, err := c.srv.store.ChangesSince(cur, replayPage)
+		if errors.Is(err, raftstore.ErrCompacted) {
+			return c.resetAndSnapshot(s, v, upTo)
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		for i := range evs {
+			ev := &evs[i]
+			if ev.Path == rulesKey || ev.Path == userKey {
+				// What the subscriber may read changed after since: a
+				// replay under today's rules would not correct what it
+				// holds.
+				return c.resetAndSnapshot(s, v, ev.Revision)
+			}
+			if s.matches(ev.Path) && v.allows(userPath(ev.Path), eventData(ev)) {
+				if err := c.send(s.ctx, newChangeMsg(ev).forSub(s.head)); err != nil {
+					return 0, nil, err
 				}
-				return c.snapshot(s)
-			}
-			if err != nil {
-				return 0, err
-			}
-			for i := range evs {
-				if s.matches(evs[i].Path) {
-					if err := c.send(s.ctx, newChangeMsg(&evs[i]).forSub(s.head)); err != nil {
-						return 0, err
-					}
-					c.srv.metrics.eventSent()
-				}
-			}
-			if upTo > cur {
-				cur = upTo
-			}
-			if len(evs) < replayPage {
-				break
+				c.srv.metrics.eventSent()
 			}
 		}
-		return cur, c.send(s.ctx, encode(revMsg{Op: "resumed", ID: s.id, Revision: cur}))
+		if upTo > cur {
+			cur = upTo
+		}
+		if len(evs) < replayPage {
+			break
+		}
 	}
-	return c.snapshot(s)
+	return cur, nil, c.send(s.ctx, encode(revMsg{Op: "resumed", ID: s.id, Revision: cur}))
+}
+
+func (c *conn) resetAndSnapshot(s *sub, v *view, rev uint64) (uint64, map[string]struct{}, error) {
+	if err := c.send(s.ctx, encode(revMsg{Op: "reset", ID: s.id, Revision: rev})); err != nil {
+		return 0, nil, err
+	}
+	return c.snapshot(s, v)
 }
 
 // snapshotPage is how many documents one snapshot message carries.
 const snapshotPage = 256
 
-func (c *conn) snapshot(s *sub) (uint64, error) {
+// snapshot sends the documents v allows, in pages of at most snapshotPage,
+// and returns their revision and (ReadByData) their paths.
+func (c *conn) snapshot(s *sub, v *view) (uint64, map[string]struct{}, error) {
+	var visible map[string]struct{}
+	if v.scope == auth.ReadByData {
+		visible = map[string]struct{}{}
+	}
 	var held *snapshotMsg
 	rev, err := c.srv.store.SnapshotRead(s.path, s.prefix, snapshotPage, func(rev uint64, docs []*raftstore.Document) error {
+		out := make([]docOut, 0, len(docs))
+		for _, d := range docs {
+			if v.allows(userPath(d.Path), d.Data) {
+				out = append(out, toDocOut(d))
+				if visible != nil {
+					visible[d.Path] = struct{}{}
+				}
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
 		if held != nil {
 			held.More = true
 			if err := c.send(s.ctx, encode(held)); err != nil {
 				return err
 			}
 		}
-		out := make([]docOut, 0, len(docs))
-		for _, d := range docs {
-			out = append(out, toDocOut(d))
-		}
 		held = &snapshotMsg{Op: "snapshot", ID: s.id, Revision: rev, Documents: out}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return rev, c.send(s.ctx, encode(held))
+	if held == nil {
+		held = &snapshotMsg{Op: "snapshot", ID: s.id, Revision: rev, Documents: []docOut{}}
+	}
+	return rev, visible, c.send(s.ctx, encode(held))
 }
 
 func (s *sub) matches(full string) bool {
@@ -486,17 +583,30 @@ func (c *conn) endSub(s *sub) {
 
 // recheck judges the connection's access again after a change to its
 // session, its account or its project's rules (or at session expiry): a
-// session that ended closes the connection, a subscription the rules no
-// longer allow is ended with an error.
+// session that ended closes the connection; each subscription is judged
+// again (refresh).
 func (c *conn) recheck() {
-	c.again.Store(true)
-	if !c.checking.CompareAndSwap(false, true) {
+	rerun(&c.again, &c.checking, c.recheckOnce)
+}
+
+// rerun runs fn in a goroutine until no run was asked for since the last
+// one began; at most one runs at a time.
+func rerun(again, running *atomic.Bool, fn func()) {
+	again.Store(true)
+	if !running.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
-		defer c.checking.Store(false)
-		for c.again.Swap(false) {
-			c.recheckOnce()
+		for {
+			for again.Swap(false) {
+				fn()
+			}
+			running.Store(false)
+			// Asked for after the last Swap but before the Store: the
+			// asker saw running and left it to us.
+			if !again.Load() || !running.CompareAndSwap(false, true) {
+				return
+			}
 		}
 	}()
 }
@@ -519,10 +629,51 @@ func (c *conn) recheckOnce() {
 	}
 	c.mu.Unlock()
 	for _, s := range subs {
-		if ok, err := c.srv.allowRead(c.ctx, p, userPath(s.path)); err != nil || !ok {
-			c.dropSub(s, "forbidden", "the access rules no longer allow reading "+userPath(s.path))
-		}
+		rerun(&s.want, &s.refreshing, func() { c.refresh(s) })
 	}
+}
+
+// refresh judges a subscription again under the current rules and caller:
+// one the rules no longer allow is ended with an error; one whose view
+// changed in a way that may change which documents its subscriber may read
+// starts over with a reset and a snapshot under the new view (the changes
+// that arrive meanwhile are held, and judged by the new view); otherwise
+// it takes the new view and lets its held changes through.
+func (c *conn) refresh(s *sub) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.ctx.Err() != nil || s.cur == nil {
+		return // ended, or its setup failed
+	}
+	seq := c.access.Load()
+	p := c.currentPrincipal()
+	rules, err := c.srv.rules(p)
+	if err != nil || !allowPath(rules, p, userPath(s.path)) {
+		c.dropSub(s, "forbidden", "the access rules no longer allow reading "+userPath(s.path))
+		return
+	}
+	v := newView(rules, p, s)
+	if seq == s.curSeq && v.same(s.cur) {
+		return
+	}
+	old := s.cur
+	s.cur, s.curSeq = v, seq
+	if v.same(old) || (old.scope == auth.ReadAll && v.scope == auth.ReadAll) {
+		_ = c.shard.do(s.ctx, func() { s.view, s.seq = v, seq; s.flush() })
+		return
+	}
+	// The held changes are all at or below the snapshot's revision.
+	if err := c.shard.do(s.ctx, func() {
+		s.view, s.seq, s.live, s.pending, s.visible = v, seq, false, nil, nil
+	}); err != nil {
+		return
+	}
+	rev, visible, err := c.resetAndSnapshot(s, v, c.srv.store.AppliedIndex())
+	if err != nil {
+		c.syncFailed(s, err)
+		return
+	}
+	_ = c.shard.do(s.ctx, func() { s.goLive(rev, visible) })
 }
 
 // close releases the connection's registrations in its shard.

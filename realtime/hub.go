@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
@@ -31,6 +32,7 @@ type shard struct {
 	exact  map[string]map[*sub]struct{} // full path → one-document subscriptions
 	prefix map[string]map[*sub]struct{} // full path → prefix subscriptions
 	watch  map[string]map[*conn]struct{}
+	dec    decisions // of the change being routed
 }
 
 // feedBuffer batches may queue between Apply and the dispatcher before the
@@ -176,8 +178,9 @@ func (sh *shard) route(b *raftstore.Batch) {
 			for s := range set {
 				if msg == nil {
 					msg = newChangeMsg(ev)
+					sh.dec.reset(ev)
 				}
-				s.deliver(msg)
+				s.deliver(ev, msg, &sh.dec)
 			}
 		}
 		deliver(sh.exact[p])
@@ -191,11 +194,21 @@ func (sh *shard) route(b *raftstore.Batch) {
 			}
 		}
 	}
+	sh.dec.reset(nil) // keeps no batch alive
 }
 
 func (sh *shard) routeWatch(ev *raftstore.Event) {
-	for c := range sh.watch[ev.Path] {
-		c.recheck()
+	if set := sh.watch[ev.Path]; len(set) > 0 {
+		// A change of the rules or of the account (not of a session) may
+		// change what each subscription may read: from here on they hold
+		// their changes until they are judged again.
+		access := !strings.HasPrefix(ev.Path, keys.Under(keys.SessionsDir()))
+		for c := range set {
+			if access {
+				c.access.Add(1)
+			}
+			c.recheck()
+		}
 	}
 	// A notification committed to a watched inbox (keys.Inbox): every node
 	// delivers it to the user's connections as {"op":"notification", ...the

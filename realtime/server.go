@@ -386,7 +386,7 @@ func (s *Server) originAllowed(o, host, pid string) bool {
 func (s *Server) run(ctx context.Context, ws *websocket.Conn, cork *corkConn, p *auth.Principal, token string) {
 	cctx, cancel := context.WithCancel(ctx)
 	sh := s.hub.shards[s.next.Add(1)%uint64(len(s.hub.shards))]
-	c := &conn{srv: s, ws: ws, cork: cork, shard: sh, token: token, pid: p.ProjectID, ctx: cctx, cancel: cancel,
+	c := &conn{srv: s, ws: ws, cork: cork, shard: sh, token: token, pid: p.ProjectID, uid: p.UserID, ctx: cctx, cancel: cancel,
 		principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
 	c.out = newOutQueue(s.cfg.QueueSize, func() { go c.writer() })
 	// Watched system documents: those whose change can end the session
@@ -417,13 +417,4 @@ func (s *Server) run(ctx context.Context, ws *websocket.Conn, cork *corkConn, p 
 	c.enqueue(encode(readyMsg{Op: "ready", UserID: p.UserID, Revision: s.store.AppliedIndex()}))
 	c.schedulePing()
 	c.readLoop()
-}
-
-// allowRead evaluates the project's rules for reading path.
-func (s *Server) allowRead(ctx context.Context, p *auth.Principal, path string) (bool, error) {
-	rules, err := s.accounts.Rules(p.ProjectID)
-	if err != nil {
-		return false, err
-	}
-	return rules.Allow(ctx, auth.OpRead, auth.RuleInput{Path: path, Auth: auth.AuthInfo{UID: p.UserID, Role: p.Role, Email: p.Email}})
 }
