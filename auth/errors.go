@@ -113,6 +113,10 @@ var (
 	// ErrOwnRole means an owner tried to change their own role, which could
 	// leave a project without an owner.
 	ErrOwnRole = refusal(http.StatusConflict, "own_role", "userId", "an owner cannot change their own role")
+	// ErrReauthRequired means the caller's session has not proved the
+	// password recently enough for the change it asks for (the second
+	// factor): prove it again with the reauthenticate action.
+	ErrReauthRequired = refusal(http.StatusUnauthorized, "reauthentication_required", "", "this change needs a recent proof of your password: send {\"action\":\"reauthenticate\",\"password\"} (and \"code\" when the authenticator is on) first")
 	// ErrProjectNotFound means no project has the given id.
 	ErrProjectNotFound = refusal(http.StatusNotFound, "not_found", "id", "no project with this id")
 	// ErrLastOwner means a change would leave the project without an owner.

@@ -138,6 +138,7 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 		return 0, err
 	}
 	s.logger.Info("password reset", "project", pid, "user", g.UserID)
+	s.securityChanged(ctx, pid, g.UserID, "password-reset")
 	return rev, nil
 }
 

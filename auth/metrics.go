@@ -23,6 +23,7 @@ const (
 	actionResetPassword  = "reset_password"
 	actionVerifyReset    = "verify_reset"
 	actionDisableTOTP    = "disable_totp"
+	actionReauthenticate = "reauthenticate"
 )
 
 // authMetrics are the auth collectors, every child created up front. A nil
@@ -62,7 +63,7 @@ func newAuthMetrics(reg prometheus.Registerer) (*authMetrics, error) {
 	for _, v := range []string{failBadCredentials, failBadTOTP, failBadTicket, failRateLimited, failError} {
 		m.failures[v] = failures.WithLabelValues(v)
 	}
-	for _, v := range []string{actionLogin, actionLoginVerify, actionChangePassword, actionResetPassword, actionVerifyReset, actionDisableTOTP} {
+	for _, v := range []string{actionLogin, actionLoginVerify, actionChangePassword, actionResetPassword, actionVerifyReset, actionDisableTOTP, actionReauthenticate} {
 		m.rateLimited[v] = limited.WithLabelValues(v)
 	}
 	return m, nil

@@ -41,6 +41,14 @@ type Config struct {
 	Clock      Clock
 	Hasher     *Hasher
 	SessionTTL time.Duration
+	// OnSecurityChange, when set, is told (after the commit) of a change to an
+	// account's security: "totp-enrolled", "totp-enabled", "totp-disabled",
+	// "password-reset". The node sends the account a security notification.
+	OnSecurityChange func(ctx context.Context, pid, uid, what string)
+	// RecentLogin is how long after a session proved the password (or a
+	// second factor) it may change the second factor without proving it
+	// again (DefaultRecentLogin when zero).
+	RecentLogin time.Duration
 	// Sealer encrypts TOTP secrets; without one the authenticator answers
 	// ErrNoSecretKey and everything else works.
 	Sealer *Sealer
@@ -59,6 +67,8 @@ type Service struct {
 	clock  Clock
 	hasher *Hasher
 	ttl    time.Duration
+	recent time.Duration
+	onSec  func(ctx context.Context, pid, uid, what string)
 	sealer *Sealer
 	limits Limits
 	logger *slog.Logger
@@ -86,6 +96,9 @@ type cachedRules struct {
 // DefaultSessionTTL is how long a session lasts unless configured.
 const DefaultSessionTTL = 30 * 24 * time.Hour
 
+// DefaultRecentLogin is the default RecentLogin window.
+const DefaultRecentLogin = 5 * time.Minute
+
 // NewService builds the service, defaulting the optional parts.
 func NewService(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
@@ -100,6 +113,9 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
+	if cfg.RecentLogin <= 0 {
+		cfg.RecentLogin = DefaultRecentLogin
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -111,7 +127,7 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: register metrics: %w", err)
 	}
-	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL,
+	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL, recent: cfg.RecentLogin, onSec: cfg.OnSecurityChange,
 		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{},
 		guards: map[string]Principal{}, failGate: make(chan struct{}, 1), metrics: m}, nil
 }
@@ -203,6 +219,9 @@ type grant struct {
 type session struct {
 	grant
 	CreatedAt int64 `json:"createdAt"`
+	// ProvedAt is when the session last proved the password (or a second
+	// factor): at its creation, and at each reauthenticate (Unix seconds).
+	ProvedAt int64 `json:"provedAt,omitempty"`
 }
 
 // ticket is a login waiting for its second factor. (A verify token, a proven
@@ -409,7 +428,9 @@ func (s *Service) newSession(pid, uid string, gen int64) (string, raftstore.Op, 
 		return "", raftstore.Op{}, err
 	}
 	now := s.now()
-	sess := session{grant: grant{ProjectID: pid, UserID: uid, Gen: gen, ExpiresAt: now.Add(s.ttl).Unix()}, CreatedAt: now.Unix()}
+	// A new session is the proof of a password (and second factor) just
+	// given: register, login, login-verify, a password change.
+	sess := session{grant: grant{ProjectID: pid, UserID: uid, Gen: gen, ExpiresAt: now.Add(s.ttl).Unix()}, CreatedAt: now.Unix(), ProvedAt: now.Unix()}
 	return token, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Session(HashToken(token)), Data: mustJSON(sess)}, nil
 }
 
@@ -667,6 +688,13 @@ func (s *Service) readCaller(h string) (*Principal, error) {
 	}
 	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
 		ExpiresAt: time.Unix(sess.ExpiresAt, 0), Session: h}, nil
+}
+
+// securityChanged reports a committed change of an account's security.
+func (s *Service) securityChanged(ctx context.Context, pid, uid, what string) {
+	if s.onSec != nil {
+		s.onSec(ctx, pid, uid, what)
+	}
 }
 
 // commitAs commits ops for the caller p: Apply decides, at the commit,

@@ -87,12 +87,17 @@ func (s *Service) Enroll(ctx context.Context, p *Principal) (*Enrollment, uint64
 		if acc.totpEnabled() {
 			return nil, nil, ErrTOTPEnabled
 		}
+		proof, err := s.recentProof(p)
+		if err != nil {
+			return nil, nil, err
+		}
 		acc.TOTP = &totpState{Pending: sealed}
-		return nil, nil, nil
+		return nil, []raftstore.Cond{proof}, nil
 	})
 	if err != nil {
 		return nil, 0, err
 	}
+	s.securityChanged(ctx, p.ProjectID, p.UserID, "totp-enrolled")
 	img, err := key.Image(qrSize, qrSize)
 	if err != nil {
 		return nil, 0, fmt.Errorf("render qr code: %w", err)
@@ -121,6 +126,10 @@ func (s *Service) Confirm(ctx context.Context, p *Principal, code string) (*Conf
 		if acc.TOTP == nil || acc.TOTP.Pending == "" {
 			return nil, nil, ErrTOTPNotPending
 		}
+		proof, err := s.recentProof(p)
+		if err != nil {
+			return nil, nil, err
+		}
 		secret, err := s.sealer.Open(acc.TOTP.Pending, sealAAD(p.ProjectID, p.UserID))
 		if err != nil {
 			return nil, nil, err
@@ -131,11 +140,12 @@ func (s *Service) Confirm(ctx context.Context, p *Principal, code string) (*Conf
 		}
 		acc.TOTP = &totpState{Secret: acc.TOTP.Pending, LastStep: step, RecoverySalt: salt, Recovery: hashes}
 		acc.TOTPEnabled = true
-		return nil, nil, nil
+		return nil, []raftstore.Cond{proof}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.securityChanged(ctx, p.ProjectID, p.UserID, "totp-enabled")
 	return &Confirmation{TOTPEnabled: true, RecoveryCodes: codes, Revision: rev}, nil
 }
 
@@ -426,13 +436,17 @@ func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr stri
 		if !acc.totpEnabled() {
 			return nil, nil, ErrTOTPNotEnabled
 		}
+		proof, err := s.recentProof(p)
+		if err != nil {
+			return nil, nil, err
+		}
 		gate, err := s.proveCode(acc, p.ProjectID, code, at)
 		if err != nil {
 			return nil, nil, err
 		}
 		acc.TOTP = nil
 		acc.TOTPEnabled = false
-		return nil, gate, nil
+		return nil, append(gate, proof), nil
 	})
 	if err == ErrInvalidCode {
 		if rerr := s.recordFailure(ctx, at); rerr != nil {
@@ -442,5 +456,6 @@ func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr stri
 	if err != nil {
 		return nil, 0, err
 	}
+	s.securityChanged(ctx, p.ProjectID, p.UserID, "totp-disabled")
 	return &acc.User, rev, nil
 }

@@ -31,6 +31,7 @@ type authBody struct {
 var authActions = map[string]bool{
 	"register": true, "login": true, "login-verify": true, "logout": true, "me": true,
 	"change-password": true, "reset-password": true, "set-role": true, "disable-totp": true,
+	"reauthenticate": true,
 }
 
 // authTimeout bounds one authentication request, hashing queue included.
@@ -190,6 +191,16 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		return writeCommitted(w, http.StatusOK, rev, map[string]any{"user": u})
+	case "reauthenticate":
+		code := ""
+		if body.Code != nil {
+			code = *body.Code
+		}
+		rev, err := s.accounts.Reauthenticate(ctx, p, body.Password, code, addr)
+		if err != nil {
+			return err
+		}
+		return writeCommitted(w, http.StatusOK, rev, map[string]bool{"ok": true})
 	case "disable-totp":
 		code, err := body.code()
 		if err != nil {

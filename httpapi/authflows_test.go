@@ -28,7 +28,7 @@ func TestAuthRateLimits(t *testing.T) {
 		CodePerAccountAddr:     auth.LimitRule{Max: 3, Window: window},
 		PerAddr:                auth.LimitRule{Max: 8, Window: window},
 	}
-	e := newEnvWith(t, nodetest.Options{Voters: 1, Clock: clk, Limits: limits})
+	e := newEnvWith(t, nodetest.Options{Voters: 1, Clock: clk, Limits: limits, RecentLogin: 24 * time.Hour})
 	k := &totpKit{e: e, clk: clk}
 	// begin moves past every window of the flows before and registers a
 	// fresh account ({tok}, {email}, {id}).

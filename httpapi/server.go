@@ -54,6 +54,7 @@ type Accounts interface {
 	ChangePassword(ctx context.Context, p *auth.Principal, current, next, addr string) (*auth.AuthResult, error)
 	ResetPassword(ctx context.Context, pid, email, verifyToken, next, addr string) (uint64, error)
 	SetRole(ctx context.Context, p *auth.Principal, uid, role string) (*auth.User, uint64, error)
+	Reauthenticate(ctx context.Context, p *auth.Principal, password, code, addr string) (uint64, error)
 	Enroll(ctx context.Context, p *auth.Principal) (*auth.Enrollment, uint64, error)
 	Confirm(ctx context.Context, p *auth.Principal, code string) (*auth.Confirmation, error)
 	VerifyForReset(ctx context.Context, pid, email, code, addr string) (*auth.VerifyResult, error)

@@ -455,7 +455,7 @@ func (k *totpKit) checkConfirmation(t *testing.T, e *env, v vars, r reply) {
 func TestTOTP(t *testing.T) {
 	t.Parallel()
 	clk := nodetest.NewClock(totpEpoch)
-	e := newEnvWith(t, nodetest.Options{Voters: 1, Clock: clk})
+	e := newEnvWith(t, nodetest.Options{Voters: 1, Clock: clk, RecentLogin: 24 * time.Hour})
 	p2 := e.c.CreateProject(0)
 	e.extra = vars{"pid2": p2.ID, "key2": p2.APIKey, "owner2": p2.OwnerToken}
 	k := &totpKit{e: e, clk: clk}

@@ -53,6 +53,9 @@ type Config struct {
 	SecretKeyFile string
 	// SessionTTL is how long a session lasts (default 30 days).
 	SessionTTL time.Duration
+	// RecentLogin is how long after proving the password a session may
+	// change the second factor (default auth.DefaultRecentLogin).
+	RecentLogin time.Duration
 	// TrustedProxies may name the client in X-Forwarded-For.
 	TrustedProxies []netip.Prefix
 	// SweepInterval is how often the leader removes expired sessions,
@@ -225,7 +228,8 @@ func Start(cfg Config) (*Node, error) {
 		hasher = auth.NewHasher(*cfg.HashParams, 0)
 	}
 	n.Accounts, err = auth.NewService(auth.Config{Store: n.Store, Hasher: hasher, Clock: cfg.Clock, Logger: logger,
-		SessionTTL: cfg.SessionTTL, Sealer: sealer, Limits: cfg.Limits, Registerer: reg})
+		SessionTTL: cfg.SessionTTL, RecentLogin: cfg.RecentLogin, Sealer: sealer, Limits: cfg.Limits, Registerer: reg,
+		OnSecurityChange: n.securityNotice})
 	if err != nil {
 		n.abort()
 		return nil, err
@@ -542,4 +546,27 @@ Watch documents change live (log in there as the owner, then write under notes/)
 `, base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, dp.AdminToken,
 			base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, base, dp.ProjectID, dp.APIKey)
 	})
+}
+
+// securityTexts are the notifications an account gets when its security
+// changes (auth.Config.OnSecurityChange).
+var securityTexts = map[string][2]string{
+	"totp-enrolled":  {"Authenticator setup started", "An authenticator app is being added to your account. If this was not you, change your password now."},
+	"totp-enabled":   {"Two-step verification is on", "An authenticator app now protects your account. If this was not you, change your password now."},
+	"totp-disabled":  {"Two-step verification is off", "The authenticator app was removed from your account. If this was not you, change your password now."},
+	"password-reset": {"Your password was reset", "Every session of your account was ended. If this was not you, reset your password again and turn on an authenticator."},
+}
+
+// securityNotice sends the account a security notification over every
+// channel; a failure is logged, never the answer to the change itself.
+func (n *Node) securityNotice(ctx context.Context, pid, uid, what string) {
+	texts, ok := securityTexts[what]
+	if !ok || n.Push == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := n.Push.SecurityNotice(ctx, pid, uid, texts[0], texts[1]); err != nil {
+		n.logger.Warn("security notification not queued", "project", pid, "user", uid, "what", what, "err", err)
+	}
 }

@@ -658,6 +658,39 @@ func (s *Service) Send(ctx context.Context, c Caller, t Target, content Content)
 	return note, res.Revision, nil
 }
 
+// SecurityNotice tells the account uid of a change to its security (a second
+// factor turned on or off, a password reset) with a notification of category
+// security, on every channel (quiet hours do not delay it; the account's
+// securityEnabled preference, and the project's push switch, still apply).
+// It is the service's own send: no caller is judged.
+func (s *Service) SecurityNotice(ctx context.Context, pid, uid, title, body string) error {
+	on, err := s.Enabled(pid)
+	if err != nil || !on {
+		return err
+	}
+	content := Content{Title: title, Body: body, Category: CategorySecurity, Data: map[string]string{"kind": "security"}}
+	if err := content.Validate(); err != nil {
+		return err
+	}
+	t := Target{UserID: uid}
+	n, err := s.checkTarget(pid, t)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	note := &Notification{ID: newID(now), ProjectID: pid, Content: content, Target: t, Status: StatusQueued,
+		CreatedAt: formatTime(now), CreatedBy: "system", Targets: n}
+	j := job{ID: newFIFOID(now), ProjectID: pid, NID: note.ID, Target: t}
+	if _, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(), Ops: []raftstore.Op{
+		{Kind: raftstore.OpPut, Path: keys.Notification(pid, note.ID), Data: mustJSON(note)},
+		{Kind: raftstore.OpPut, Path: keys.PushJob(j.ID), Data: mustJSON(j)},
+	}}); err != nil {
+		return err
+	}
+	s.metrics.queuedOne()
+	return nil
+}
+
 // ---- schedules -------------------------------------------------------------
 
 // ParseSendAt reads an RFC 3339 UTC timestamp.

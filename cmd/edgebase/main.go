@@ -40,7 +40,7 @@ Usage:
   edgebase serve [--node-id ID] [--data-dir ./data] [--http-addr :8080] [--raft-addr :7000]
                  [--advertise-http URL] [--advertise-raft HOST:PORT] [--join URL[,URL]]
                  [--edge] [--admin-token T] [--cluster-secret S] [--dev]
-                 [--secret-key-file FILE | --secret-key KEY] [--session-ttl 720h]
+                 [--secret-key-file FILE | --secret-key KEY] [--session-ttl 720h] [--recent-login-window 5m]
                  [--trusted-proxies CIDR[,CIDR]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
                  [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
                  [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
@@ -174,6 +174,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.SecretKey, "secret-key", "", "key encrypting TOTP secrets: 64 hex digits or base64 of 32 bytes, the same on every node (prefer EDGEBASE_SECRET_KEY or --secret-key-file to keep it out of ps)")
 	fs.StringVar(&cfg.SecretKeyFile, "secret-key-file", "", "file holding the secret key")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", auth.DefaultSessionTTL, "how long a session token lasts")
+	fs.DurationVar(&cfg.RecentLogin, "recent-login-window", auth.DefaultRecentLogin, "how long after proving the password a session may change the second factor without proving it again")
 	fs.DurationVar(&cfg.ChangeLogRetention, "changelog-retention", time.Hour, "how long each node keeps changes for realtime clients resuming with since")
 	fs.IntVar(&cfg.PushTuning.InFlight, "push-inflight", 8, "push batches (of up to 500 messages, 50 requests each) the leader sends at once; raise it with the round trip to FCM")
 	fs.StringVar(&cfg.FCMEndpoint, "fcm-endpoint", "", "an FCM-compatible endpoint for push (e.g. http://127.0.0.1:9099/v1 for a local stand-in); empty is Google's FCM")

@@ -71,6 +71,8 @@ type Options struct {
 	Limits *auth.Limits
 	// SessionTTL overrides the session lifetime.
 	SessionTTL time.Duration
+	// RecentLogin overrides the recent-login window of second-factor changes.
+	RecentLogin time.Duration
 	// SweepInterval overrides how often the leader sweeps (default: an hour,
 	// so that tests sweep explicitly with Accounts.Sweep).
 	SweepInterval time.Duration
@@ -291,7 +293,7 @@ func (c *Cluster) MemberConfig(i int) node.Config {
 		Join: join, Edge: m.Edge, AdminToken: AdminToken, ClusterSecret: Secret,
 		Logger: slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
-		Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL,
+		Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL, RecentLogin: c.opts.RecentLogin,
 		SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
 		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning,
 	}
