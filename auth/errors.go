@@ -141,9 +141,14 @@ func (e *RuleError) Field() string {
 
 // Status, Code, Message and RetryAfter give a *RateLimitError its HTTP
 // face: 429 with Retry-After in whole seconds (at least 1).
-func (e *RateLimitError) Status() int     { return http.StatusTooManyRequests }
-func (e *RateLimitError) Code() string    { return "rate_limited" }
-func (e *RateLimitError) Message() string { return ErrRateLimited.Error() }
+func (e *RateLimitError) Status() int  { return http.StatusTooManyRequests }
+func (e *RateLimitError) Code() string { return "rate_limited" }
+func (e *RateLimitError) Message() string {
+	if e.Registrations {
+		return "too many accounts were registered from here or in this project; try again later"
+	}
+	return ErrRateLimited.Error()
+}
 func (e *RateLimitError) RetryAfterSeconds() int {
 	return max(int((e.RetryAfter+time.Second-1)/time.Second), 1)
 }

@@ -59,12 +59,12 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 		}
 		acc.PasswordHash = hash
 		acc.SessionGen++
-		tok, sessOp, err := s.newSession(p.ProjectID, acc.ID, acc.SessionGen)
+		tok, sessOps, err := s.newSession(p.ProjectID, acc.ID, acc.SessionGen)
 		if err != nil {
 			return nil, nil, err
 		}
 		token = tok
-		return []raftstore.Op{sessOp}, gate, nil
+		return sessOps, gate, nil
 	})
 	if err != nil {
 		return nil, err

@@ -42,6 +42,11 @@ type Limits struct {
 	// PerAddr bounds all failures of one client address, whatever the account
 	// or project (credential stuffing across accounts, bogus verify tokens).
 	PerAddr LimitRule
+	// RegisterPerAddr bounds the accounts one client address registers
+	// (successes, not failures: each grows the state).
+	RegisterPerAddr LimitRule
+	// RegisterPerProject bounds the accounts a project gains from anywhere.
+	RegisterPerProject LimitRule
 }
 
 // DefaultLimits are the limits used unless configured.
@@ -52,6 +57,8 @@ func DefaultLimits() Limits {
 		CodePerAccountAddr:     LimitRule{Max: 10, Window: 15 * time.Minute},
 		CodePerAccount:         LimitRule{Max: 30, Window: time.Hour},
 		PerAddr:                LimitRule{Max: 300, Window: 15 * time.Minute},
+		RegisterPerAddr:        LimitRule{Max: 100, Window: time.Hour},
+		RegisterPerProject:     LimitRule{Max: 10000, Window: time.Hour},
 	}
 }
 
@@ -59,6 +66,8 @@ func DefaultLimits() Limits {
 type RateLimitError struct {
 	// RetryAfter is when the limit that refused the attempt ends.
 	RetryAfter time.Duration
+	// Registrations says the limit counts registrations, not failures.
+	Registrations bool
 }
 
 // ErrRateLimited is what every *RateLimitError matches with errors.Is.
@@ -78,6 +87,7 @@ const (
 	kindPassword attemptKind = iota
 	kindCode
 	kindReset
+	kindRegister // a registration: counted when it succeeds
 )
 
 // attempt is who tries what: the project and account (by normalised email,
@@ -125,6 +135,12 @@ func (s *Service) rules(a attempt) []boundRule {
 	case kindReset:
 		// A verify token carries 256 random bits: guessing is hopeless, so only
 		// the address rule applies.
+	case kindRegister:
+		add(s.limits.RegisterPerProject, "register", a.pid)
+		if a.addr != "" {
+			add(s.limits.RegisterPerAddr, "register+addr", a.addr)
+		}
+		return out
 	}
 	if a.addr != "" {
 		add(s.limits.PerAddr, "addr", a.addr)
@@ -171,7 +187,7 @@ func (s *Service) limitGate(a attempt) ([]raftstore.Cond, error) {
 	}
 	if wait > 0 {
 		s.metrics.limited(a.action)
-		return nil, &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
+		return nil, &RateLimitError{RetryAfter: time.Duration(wait) * time.Second, Registrations: a.kind == kindRegister}
 	}
 	return conds, nil
 }
@@ -264,7 +280,7 @@ func (s *Service) addFailure(txn *raftstore.Txn, a attempt) error {
 	}
 	if wait > 0 {
 		s.metrics.limited(a.action)
-		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second}
+		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second, Registrations: a.kind == kindRegister}
 	}
 	return nil
 }

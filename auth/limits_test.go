@@ -293,6 +293,8 @@ func TestDefaultLimits(t *testing.T) {
 		CodePerAccountAddr:     auth.LimitRule{Max: 10, Window: 15 * time.Minute},
 		CodePerAccount:         auth.LimitRule{Max: 30, Window: time.Hour},
 		PerAddr:                auth.LimitRule{Max: 300, Window: 15 * time.Minute},
+		RegisterPerAddr:        auth.LimitRule{Max: 100, Window: time.Hour},
+		RegisterPerProject:     auth.LimitRule{Max: 10000, Window: time.Hour},
 	}
 	if d != want {
 		t.Fatalf("DefaultLimits() = %+v, want %+v", d, want)

@@ -24,6 +24,7 @@ const (
 	actionVerifyReset    = "verify_reset"
 	actionDisableTOTP    = "disable_totp"
 	actionReauthenticate = "reauthenticate"
+	actionRegister       = "register"
 )
 
 // authMetrics are the auth collectors, every child created up front. A nil
@@ -63,7 +64,7 @@ func newAuthMetrics(reg prometheus.Registerer) (*authMetrics, error) {
 	for _, v := range []string{failBadCredentials, failBadTOTP, failBadTicket, failRateLimited, failError} {
 		m.failures[v] = failures.WithLabelValues(v)
 	}
-	for _, v := range []string{actionLogin, actionLoginVerify, actionChangePassword, actionResetPassword, actionVerifyReset, actionDisableTOTP, actionReauthenticate} {
+	for _, v := range []string{actionLogin, actionLoginVerify, actionChangePassword, actionResetPassword, actionVerifyReset, actionDisableTOTP, actionReauthenticate, actionRegister} {
 		m.rateLimited[v] = limited.WithLabelValues(v)
 	}
 	return m, nil

@@ -222,6 +222,9 @@ type session struct {
 	// ProvedAt is when the session last proved the password (or a second
 	// factor): at its creation, and at each reauthenticate (Unix seconds).
 	ProvedAt int64 `json:"provedAt,omitempty"`
+	// Index is the session's entry in its account's session index (absent
+	// for sessions from before the index).
+	Index string `json:"index,omitempty"`
 }
 
 // ticket is a login waiting for its second factor. (A verify token, a proven
@@ -369,7 +372,7 @@ type AuthResult struct {
 }
 
 // Register creates a user account and its first session.
-func (s *Service) Register(ctx context.Context, pid, email, password, name string) (*AuthResult, error) {
+func (s *Service) Register(ctx context.Context, pid, email, password, name, addr string) (*AuthResult, error) {
 	if err := ValidateEmail(email); err != nil {
 		return nil, err
 	}
@@ -380,6 +383,12 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	if len(name) > 200 {
 		return nil, &FieldError{Field: "name", Err: fmt.Errorf("%w: name must be at most 200 characters", ErrInvalidArgument)}
 	}
+	// Registrations count against the address's and the project's windows
+	// (they grow state without bound otherwise); a full one costs no hashing.
+	at := attempt{kind: kindRegister, action: actionRegister, pid: pid, email: email, addr: addr}
+	if err := s.checkLimits(at); err != nil {
+		return nil, err
+	}
 	uid, err := NewID()
 	if err != nil {
 		return nil, err
@@ -388,25 +397,34 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
-	token, sessOp, err := s.newSession(pid, uid, 0)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now()
-	acc := account{User: User{ID: uid, Email: NormalizeEmail(email), Name: name, Role: RoleUser, CreatedAt: timestamp(now)}, PasswordHash: hash}
-	txn := &raftstore.Txn{
-		Time: now.UnixNano(),
-		Conds: []raftstore.Cond{
-			{Path: keys.Project(pid), Kind: raftstore.CondExists, Name: "project"},
-			{Path: keys.Email(pid, email), Kind: raftstore.CondNotExists, Name: "email"},
-		},
-		Ops: []raftstore.Op{
-			{Kind: raftstore.OpPut, Path: keys.User(pid, uid), Data: mustJSON(acc)},
-			{Kind: raftstore.OpPut, Path: keys.Email(pid, email), Data: mustJSON(emailIndex{UserID: uid})},
-			sessOp,
-		},
-	}
-	res, err := s.store.Txn(ctx, txn)
+	var token string
+	var acc account
+	// The counters' conditions are unnamed: another registration counted
+	// meanwhile makes this one count again.
+	res, txn, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
+		tok, sessOps, err := s.newSession(pid, uid, 0)
+		if err != nil {
+			return nil, err
+		}
+		token = tok
+		now := s.now()
+		acc = account{User: User{ID: uid, Email: NormalizeEmail(email), Name: name, Role: RoleUser, CreatedAt: timestamp(now)}, PasswordHash: hash}
+		txn := &raftstore.Txn{
+			Time: now.UnixNano(),
+			Conds: []raftstore.Cond{
+				{Path: keys.Project(pid), Kind: raftstore.CondExists, Name: "project"},
+				{Path: keys.Email(pid, email), Kind: raftstore.CondNotExists, Name: "email"},
+			},
+			Ops: append([]raftstore.Op{
+				{Kind: raftstore.OpPut, Path: keys.User(pid, uid), Data: mustJSON(acc)},
+				{Kind: raftstore.OpPut, Path: keys.Email(pid, email), Data: mustJSON(emailIndex{UserID: uid})},
+			}, sessOps...),
+		}
+		if err := s.addFailure(txn, at); err != nil {
+			return nil, err
+		}
+		return txn, nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -422,16 +440,68 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name strin
 	return &AuthResult{Token: token, User: acc.User, Revision: res.Revision}, nil
 }
 
-func (s *Service) newSession(pid, uid string, gen int64) (string, raftstore.Op, error) {
+// MaxSessionsPerAccount is how many live sessions an account keeps: a new
+// one beyond it revokes the oldest.
+const MaxSessionsPerAccount = 100
+
+// newSession returns a new session token for account uid and the ops that
+// store it: the session, its entry in the account's session index, and the
+// revocation of the account's oldest sessions beyond MaxSessionsPerAccount.
+func (s *Service) newSession(pid, uid string, gen int64) (string, []raftstore.Op, error) {
 	token, err := NewToken(sessionPrefix)
 	if err != nil {
-		return "", raftstore.Op{}, err
+		return "", nil, err
 	}
 	now := s.now()
+	h := HashToken(token)
+	index := keys.AccountSession(pid, uid, fmt.Sprintf("%020d-%s", now.UnixNano(), h[:16]))
 	// A new session is the proof of a password (and second factor) just
 	// given: register, login, login-verify, a password change.
-	sess := session{grant: grant{ProjectID: pid, UserID: uid, Gen: gen, ExpiresAt: now.Add(s.ttl).Unix()}, CreatedAt: now.Unix(), ProvedAt: now.Unix()}
-	return token, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Session(HashToken(token)), Data: mustJSON(sess)}, nil
+	sess := session{grant: grant{ProjectID: pid, UserID: uid, Gen: gen, ExpiresAt: now.Add(s.ttl).Unix()}, CreatedAt: now.Unix(), ProvedAt: now.Unix(),
+		Index: index}
+	ops := []raftstore.Op{
+		{Kind: raftstore.OpPut, Path: keys.Session(h), Data: mustJSON(sess)},
+		{Kind: raftstore.OpPut, Path: index, Data: mustJSON(sessionEntry{Session: h})},
+	}
+	old, err := s.oldestSessions(pid, uid)
+	if err != nil {
+		return "", nil, err
+	}
+	return token, append(ops, old...), nil
+}
+
+// sessionEntry is an entry of an account's session index.
+type sessionEntry struct {
+	Session string `json:"session"` // the token hash
+}
+
+// oldestSessions returns the ops that revoke the account's oldest indexed
+// sessions so that a new one keeps it at MaxSessionsPerAccount. Concurrent
+// logins may each trim the same ones (the deletes are IfExists) and may
+// leave a few more for a moment; the next login trims them.
+func (s *Service) oldestSessions(pid, uid string) ([]raftstore.Op, error) {
+	var all []*raftstore.Document
+	after := ""
+	for {
+		docs, next, err := s.store.List(keys.AccountSessionsDir(pid, uid), after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, docs...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	var ops []raftstore.Op
+	for i := 0; i < len(all)-(MaxSessionsPerAccount-1); i++ {
+		var e sessionEntry
+		if err := decodeJSON(all[i], &e); err == nil && e.Session != "" {
+			ops = append(ops, raftstore.Op{Kind: raftstore.OpDelete, Path: keys.Session(e.Session), IfExists: true})
+		}
+		ops = append(ops, raftstore.Op{Kind: raftstore.OpDelete, Path: all[i].Path, IfExists: true})
+	}
+	return ops, nil
 }
 
 // LoginResult is the answer to a login: a session, or a ticket for the
@@ -480,21 +550,21 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 		return nil, ErrInvalidCredentials
 	}
 	out := &LoginResult{}
-	var grantOp raftstore.Op
+	var grantOps []raftstore.Op
 	if acc.totpEnabled() {
 		tok, err := NewToken(ticketPrefix)
 		if err != nil {
 			return nil, err
 		}
 		t := ticket{grant: grant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}}
-		grantOp = raftstore.Op{Kind: raftstore.OpPut, Path: keys.Ticket(HashToken(tok)), Data: mustJSON(t)}
+		grantOps = []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Ticket(HashToken(tok)), Data: mustJSON(t)}}
 		out.RequiresTOTP, out.LoginTicket, out.ExpiresIn = true, tok, int(TicketTTL/time.Second)
 	} else {
-		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
+		token, sessOps, err := s.newSession(pid, acc.ID, acc.SessionGen)
 		if err != nil {
 			return nil, err
 		}
-		grantOp = sessOp
+		grantOps = sessOps
 		u := acc.User
 		out.Token, out.User = token, &u
 	}
@@ -509,7 +579,7 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 		txn := &raftstore.Txn{
 			Time:  s.now().UnixNano(),
 			Conds: append([]raftstore.Cond{{Path: keys.User(pid, acc.ID), Kind: raftstore.CondExists, Name: "account"}}, gate...),
-			Ops:   []raftstore.Op{grantOp},
+			Ops:   append([]raftstore.Op(nil), grantOps...),
 		}
 		if op := s.clearAccountAddr(at); op != nil {
 			txn.Ops = append(txn.Ops, *op)
@@ -788,10 +858,12 @@ func (s *Service) SetRules(ctx context.Context, p *Principal, rs RuleSet) (uint6
 func (s *Service) Logout(ctx context.Context, token string) (uint64, error) {
 	h := HashToken(token)
 	s.forgetGuard(h)
-	res, err := s.store.Txn(ctx, &raftstore.Txn{
-		Time: s.now().UnixNano(),
-		Ops:  []raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.Session(h)}},
-	})
+	ops := []raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.Session(h)}}
+	var sess session
+	if ok, err := s.getJSON(keys.Session(h), &sess); err == nil && ok && sess.Index != "" {
+		ops = append(ops, raftstore.Op{Kind: raftstore.OpDelete, Path: sess.Index, IfExists: true})
+	}
+	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(), Ops: ops})
 	if err != nil {
 		return 0, err
 	}

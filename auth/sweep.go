@@ -49,6 +49,11 @@ func (s *Service) sweepDir(ctx context.Context, dir string) (int, error) {
 			if s.dead(dir, d) {
 				txn.Conds = append(txn.Conds, raftstore.Cond{Path: d.Path, Kind: raftstore.CondRevision, Revision: d.Revision})
 				txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpDelete, Path: d.Path, IfExists: true})
+				// A session's entry in its account's index goes with it.
+				var sess session
+				if dir == keys.SessionsDir() && json.Unmarshal(d.Data, &sess) == nil && sess.Index != "" {
+					txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpDelete, Path: sess.Index, IfExists: true})
+				}
 			}
 		}
 		if len(txn.Ops) > 0 {
@@ -59,7 +64,7 @@ func (s *Service) sweepDir(ctx context.Context, dir string) (int, error) {
 			// A record that changed meanwhile fails the batch; the next
 			// sweep looks at it again.
 			if res.OK() {
-				removed += len(txn.Ops)
+				removed += len(txn.Conds)
 			}
 		}
 		if next == "" {

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -159,10 +160,14 @@ func TestSweepStaleGeneration(t *testing.T) {
 func TestSweepManyRecords(t *testing.T) {
 	t.Parallel()
 	f := newFixtureTTL(t, &auth.Limits{}, 10*time.Minute)
-	u := f.register("many")
-	const old = 300
-	for i := 0; i < old; i++ {
-		f.login(u.email, u.password)
+	// Four accounts, so that none reaches MaxSessionsPerAccount.
+	const accounts, each = 4, 75
+	var u *user
+	for a := range accounts {
+		u = f.register(fmt.Sprintf("many%d", a))
+		for i := 0; i < each; i++ {
+			f.login(u.email, u.password)
+		}
 	}
 	f.clk.Advance(5 * time.Minute)
 	fresh := make([]string, 0, 20)
@@ -170,7 +175,7 @@ func TestSweepManyRecords(t *testing.T) {
 		fresh = append(fresh, f.login(u.email, u.password))
 	}
 	f.clk.Advance(5 * time.Minute)
-	f.sweep("expired batch", old+1, counts{sessions: 20})
+	f.sweep("expired batch", accounts*(each+1), counts{sessions: 20})
 	f.wantAlive("fresh sessions", fresh...)
 	f.sweep("nothing left to sweep", 0, counts{sessions: 20})
 }

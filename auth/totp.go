@@ -352,7 +352,7 @@ func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr st
 		if err != nil {
 			return nil, err
 		}
-		token, sessOp, err := s.newSession(pid, acc.ID, acc.SessionGen)
+		token, sessOps, err := s.newSession(pid, acc.ID, acc.SessionGen)
 		if err != nil {
 			return nil, err
 		}
@@ -361,11 +361,10 @@ func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr st
 				{Path: tpath, Kind: raftstore.CondRevision, Revision: tdoc.Revision},
 				{Path: keys.User(pid, acc.ID), Kind: raftstore.CondRevision, Revision: arev},
 			}, gate...),
-			Ops: []raftstore.Op{
+			Ops: append([]raftstore.Op{
 				{Kind: raftstore.OpDelete, Path: tpath},
 				{Kind: raftstore.OpPut, Path: keys.User(pid, acc.ID), Data: mustJSON(acc)},
-				sessOp,
-			}})
+			}, sessOps...)})
 		if err != nil {
 			return nil, err
 		}

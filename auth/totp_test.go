@@ -86,7 +86,7 @@ var userSeq atomic.Int64
 func (f *fixture) register(prefix string) *user {
 	f.t.Helper()
 	email := fmt.Sprintf("%s%d@example.com", prefix, userSeq.Add(1))
-	res, err := f.svc.Register(bg, f.pid, email, testPassword, prefix)
+	res, err := f.svc.Register(bg, f.pid, email, testPassword, prefix, "")
 	if err != nil {
 		f.t.Fatalf("register %s: %v", email, err)
 	}
@@ -628,7 +628,7 @@ func TestTOTPWithoutSecretKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := svc.Register(bg, p.ProjectID, "x@example.com", testPassword, "x")
+	res, err := svc.Register(bg, p.ProjectID, "x@example.com", testPassword, "x", "")
 	if err != nil {
 		t.Fatal(err)
 	}

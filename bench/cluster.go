@@ -205,6 +205,9 @@ func (n *benchNode) start(bin string, args []string) error {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	// The bench registers its users from one address: no registration
+	// limit (an environment variable, which older binaries ignore).
+	cmd.Env = append(cmd.Env, "EDGEBASE_REGISTER_LIMIT_ADDR=0")
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {

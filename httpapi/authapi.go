@@ -120,7 +120,7 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		if err := required("email", body.Email, "password", body.Password); err != nil {
 			return err
 		}
-		res, err := s.accounts.Register(ctx, pid, body.Email, body.Password, body.Name)
+		res, err := s.accounts.Register(ctx, pid, body.Email, body.Password, body.Name, addr)
 		if err != nil {
 			return err
 		}

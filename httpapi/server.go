@@ -47,7 +47,7 @@ type Cluster interface {
 type Accounts interface {
 	CreateProject(ctx context.Context, name, ownerEmail, ownerPassword string) (*auth.ProjectCreated, error)
 	CheckAPIKey(pid, key string) error
-	Register(ctx context.Context, pid, email, password, name string) (*auth.AuthResult, error)
+	Register(ctx context.Context, pid, email, password, name, addr string) (*auth.AuthResult, error)
 	Login(ctx context.Context, pid, email, password, addr string) (*auth.LoginResult, error)
 	LoginVerify(ctx context.Context, pid, ticket, code, addr string) (*auth.AuthResult, error)
 	Logout(ctx context.Context, token string) (uint64, error)

@@ -106,6 +106,13 @@ func UsersDir(pid string) string { return pid + "/_users" }
 // User is account uid of project pid.
 func User(pid, uid string) string { return UsersDir(pid) + sep + uid }
 
+// AccountSessionsDir indexes the live sessions of account uid, oldest first
+// (entry names start with the creation time).
+func AccountSessionsDir(pid, uid string) string { return pid + "/_sessions/" + uid }
+
+// AccountSession is the index entry name of one session of account uid.
+func AccountSession(pid, uid, name string) string { return AccountSessionsDir(pid, uid) + sep + name }
+
 // ParseUser splits an account key "<pid>/_users/<uid>"; ok is false for any
 // other key.
 func ParseUser(path string) (pid, uid string, ok bool) {

@@ -208,3 +208,12 @@ func TestInPushQueues(t *testing.T) {
 		}
 	}
 }
+
+func TestAccountSessionKeys(t *testing.T) {
+	if got, want := keys.AccountSessionsDir("p1", "u1"), "p1/_sessions/u1"; got != want {
+		t.Errorf("AccountSessionsDir = %q, want %q", got, want)
+	}
+	if got, want := keys.AccountSession("p1", "u1", "00000000000000000001-ab"), "p1/_sessions/u1/00000000000000000001-ab"; got != want {
+		t.Errorf("AccountSession = %q, want %q", got, want)
+	}
+}

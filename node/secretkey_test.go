@@ -49,7 +49,7 @@ func skWaitLeader(t *testing.T, n *node.Node) {
 func skUser(t *testing.T, n *node.Node, pid, email string) *auth.Principal {
 	t.Helper()
 	ctx := context.Background()
-	res, err := n.Accounts.Register(ctx, pid, email, skPassword, "t")
+	res, err := n.Accounts.Register(ctx, pid, email, skPassword, "t", "")
 	if err != nil {
 		t.Fatalf("register: %v", err)
 	}

@@ -41,6 +41,7 @@ Usage:
                  [--advertise-http URL] [--advertise-raft HOST:PORT] [--join URL[,URL]]
                  [--edge] [--admin-token T] [--cluster-secret S] [--dev]
                  [--secret-key-file FILE | --secret-key KEY] [--session-ttl 720h] [--recent-login-window 5m]
+                 [--register-limit-addr 100] [--register-limit-project 10000]
                  [--trusted-proxies CIDR[,CIDR]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
                  [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
                  [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
@@ -160,6 +161,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve")
 	var cfg node.Config
 	var join, logLevel, trustedProxies, pprofAddr string
+	limits := auth.DefaultLimits()
 	fs.StringVar(&cfg.NodeID, "node-id", "", "stable node id (default: generated and kept in the data dir)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for the Raft log, snapshots and the document tree")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", "HTTP listen address (REST, WebSocket, /metrics, health)")
@@ -174,6 +176,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.SecretKey, "secret-key", "", "key encrypting TOTP secrets: 64 hex digits or base64 of 32 bytes, the same on every node (prefer EDGEBASE_SECRET_KEY or --secret-key-file to keep it out of ps)")
 	fs.StringVar(&cfg.SecretKeyFile, "secret-key-file", "", "file holding the secret key")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", auth.DefaultSessionTTL, "how long a session token lasts")
+	fs.IntVar(&limits.RegisterPerAddr.Max, "register-limit-addr", limits.RegisterPerAddr.Max, "accounts one client address may register per hour (0: no limit)")
+	fs.IntVar(&limits.RegisterPerProject.Max, "register-limit-project", limits.RegisterPerProject.Max, "accounts a project may gain per hour (0: no limit)")
 	fs.DurationVar(&cfg.RecentLogin, "recent-login-window", auth.DefaultRecentLogin, "how long after proving the password a session may change the second factor without proving it again")
 	fs.DurationVar(&cfg.ChangeLogRetention, "changelog-retention", time.Hour, "how long each node keeps changes for realtime clients resuming with since")
 	fs.IntVar(&cfg.PushTuning.InFlight, "push-inflight", 8, "push batches (of up to 500 messages, 50 requests each) the leader sends at once; raise it with the round trip to FCM")
@@ -198,6 +202,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err := checkTLSFlags(cfg); err != nil {
 		return err
 	}
+	if limits.RegisterPerAddr.Max < 0 || limits.RegisterPerProject.Max < 0 {
+		return usageError("--register-limit-addr and --register-limit-project must be 0 (no limit) or more")
+	}
+	cfg.Limits = &limits
 	for _, u := range strings.Split(join, ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			cfg.Join = append(cfg.Join, u)

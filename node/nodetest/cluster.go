@@ -293,7 +293,7 @@ func (c *Cluster) MemberConfig(i int) node.Config {
 		Join: join, Edge: m.Edge, AdminToken: AdminToken, ClusterSecret: Secret,
 		Logger: slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
-		Clock: c.opts.Clock, Limits: c.opts.Limits, SessionTTL: c.opts.SessionTTL, RecentLogin: c.opts.RecentLogin,
+		Clock: c.opts.Clock, Limits: c.opts.limits(), SessionTTL: c.opts.SessionTTL, RecentLogin: c.opts.RecentLogin,
 		SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
 		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning,
 	}
@@ -468,4 +468,16 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// limits are the node's limits: Options.Limits, or the defaults without the
+// registration limits (tests register many accounts from one loopback
+// address; the tests of those limits set them).
+func (o Options) limits() *auth.Limits {
+	if o.Limits != nil {
+		return o.Limits
+	}
+	l := auth.DefaultLimits()
+	l.RegisterPerAddr, l.RegisterPerProject = auth.LimitRule{}, auth.LimitRule{}
+	return &l
 }
