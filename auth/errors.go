@@ -5,8 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
+
+	"golang.org/x/net/idna"
+	"golang.org/x/text/secure/precis"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
@@ -173,12 +179,63 @@ func ValidateEmail(s string) error {
 	if at <= 0 {
 		return ErrInvalidEmail
 	}
-	domain := s[at+1:]
+	local, domain := s[:at], s[at+1:]
 	dot := strings.IndexByte(domain, '.')
 	if dot <= 0 || strings.HasSuffix(domain, ".") {
 		return ErrInvalidEmail
 	}
+	// RFC 5321 §4.5.3.1.1: a local part is at most 64 octets.
+	if len(local) > maxLocalLen {
+		return ErrInvalidEmail
+	}
+	if _, err := idna.Lookup.ToASCII(norm.NFC.String(domain)); err != nil {
+		return ErrInvalidEmail
+	}
+	// The local part must be a PRECIS identifier (no spaces, controls or
+	// other code points that render ambiguously) written in one script, so
+	// that "аlice" with a Cyrillic "а" cannot sit beside "alice".
+	if _, err := precis.UsernameCasePreserved.String(local); err != nil {
+		return ErrInvalidEmail
+	}
+	if mixedScripts(local) {
+		return ErrInvalidEmail
+	}
 	return nil
+}
+
+// maxLocalLen is the longest local part of an address (RFC 5321).
+const maxLocalLen = 64
+
+// scripts are the scripts a local part's letters may come from; a letter of
+// none of them (a rarer script) counts as its own.
+var scripts = []*unicode.RangeTable{unicode.Latin, unicode.Cyrillic, unicode.Greek, unicode.Armenian, unicode.Hebrew,
+	unicode.Arabic, unicode.Devanagari, unicode.Thai, unicode.Georgian, unicode.Hangul, unicode.Han, unicode.Hiragana,
+	unicode.Katakana, unicode.Cherokee}
+
+// mixedScripts reports whether s has letters of more than one script
+// (Han, Hiragana and Katakana count as one: Japanese mixes them).
+func mixedScripts(s string) bool {
+	seen := -1
+	for _, r := range s {
+		if !unicode.IsLetter(r) {
+			continue
+		}
+		script := len(scripts) // another script
+		for i, t := range scripts {
+			if unicode.Is(t, r) {
+				script = i
+				break
+			}
+		}
+		if t := scripts[min(script, len(scripts)-1)]; t == unicode.Hiragana || t == unicode.Katakana {
+			script = slices.Index(scripts, unicode.Han)
+		}
+		if seen >= 0 && script != seen {
+			return true
+		}
+		seen = script
+	}
+	return false
 }
 
 // NormalizeEmail returns s trimmed of surrounding white space and lowercased,

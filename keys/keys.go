@@ -22,6 +22,9 @@
 package keys
 
 import (
+	"golang.org/x/net/idna"
+	"golang.org/x/text/unicode/norm"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -123,9 +126,23 @@ func ParseUser(path string) (pid, uid string, ok bool) {
 	return pid, uid, true
 }
 
-// NormalizeEmail returns s trimmed of surrounding white space and lowercased,
-// the form in which addresses are stored and looked up (and hashed by Email).
-func NormalizeEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+// NormalizeEmail returns the form in which addresses are stored and looked
+// up (and hashed by Email): trimmed of surrounding white space, in Unicode
+// NFC, lowercased, with the domain in IDNA A-labels ("bücher.example" is
+// "xn--bcher-kva.example"), so that one address typed two ways is one
+// account. ASCII addresses are only trimmed and lowercased, as they always
+// were.
+func NormalizeEmail(s string) string {
+	s = strings.ToLower(norm.NFC.String(strings.TrimSpace(s)))
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 {
+		return s
+	}
+	if ascii, err := idna.Lookup.ToASCII(s[at+1:]); err == nil {
+		return s[:at+1] + ascii
+	}
+	return s
+}
 
 // Email is project pid's index entry of an address: the SHA-256 of the
 // normalized address, so "Ada@x.io " and "ada@x.io" are one entry.
