@@ -497,7 +497,9 @@ func TestAuthAndOrigins(t *testing.T) {
 	})
 
 	t.Run("credentials in the URL are refused before the upgrade", func(t *testing.T) {
-		for _, q := range []string{"?token=" + alice.Token, "?access_token=" + alice.Token, "?apiKey=" + p.APIKey} {
+		for _, q := range []string{"?token=" + alice.Token, "?access_token=" + alice.Token, "?apiKey=" + p.APIKey,
+			"?api_key=" + p.APIKey, "?key=" + p.APIKey, "?TOKEN=" + alice.Token, "?Access-Token=" + alice.Token, "?ApiKey=" + p.APIKey,
+			"?x=1&Key=" + p.APIKey} {
 			_, resp, err := h.dial(t, q, authHeaders(p, alice.Token))
 			if err == nil {
 				t.Fatalf("%s: upgraded", q)

@@ -213,9 +213,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "use GET with a WebSocket upgrade"}
 	}
-	q := r.URL.Query()
-	if q.Has("token") || q.Has("access_token") || q.Has("apiKey") {
-		return &httpError{http.StatusBadRequest, "invalid_argument", "credentials are never accepted in the URL; send headers or an auth message"}
+	for name := range r.URL.Query() {
+		if credentialParam(name) {
+			return &httpError{http.StatusBadRequest, "invalid_argument", "credentials are never accepted in the URL; send headers or an auth message"}
+		}
 	}
 	var p *auth.Principal
 	token := bearer(r)
@@ -417,4 +418,17 @@ func (s *Server) run(ctx context.Context, ws *websocket.Conn, cork *corkConn, p 
 	c.enqueue(encode(readyMsg{Op: "ready", UserID: p.UserID, Revision: s.store.AppliedIndex()}))
 	c.schedulePing()
 	c.readLoop()
+}
+
+// credentialParam reports whether a query parameter name looks like a
+// credential (any case, "-" or "_" or none between words): URLs end up in
+// logs, proxies and browser history, so such a parameter is refused rather
+// than ignored.
+func credentialParam(name string) bool {
+	n := strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(name))
+	switch n {
+	case "token", "accesstoken", "apikey", "key", "authorization", "auth", "bearer", "password", "secret":
+		return true
+	}
+	return false
 }
