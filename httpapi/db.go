@@ -69,6 +69,9 @@ func (s *Server) principal(ctx context.Context, r *http.Request, c raftstore.Con
 	if tok == "" {
 		return nil, auth.ErrMissingToken
 	}
+	// The state the token is judged on: whatever is applied after this
+	// point (a logout the sync below waits for) makes it judged again.
+	seen := s.cluster.AppliedIndex()
 	p, err := s.accounts.Authenticate(tok)
 	if errors.Is(err, auth.ErrInvalidToken) {
 		if err := s.waitRead(ctx, raftstore.Strong, 0); err != nil {
@@ -79,11 +82,10 @@ func (s *Server) principal(ctx context.Context, r *http.Request, c raftstore.Con
 	if err != nil {
 		return nil, err
 	}
-	before := s.cluster.AppliedIndex()
 	if err := s.waitRead(ctx, c, minRev); err != nil {
 		return nil, err
 	}
-	if s.cluster.AppliedIndex() != before {
+	if s.cluster.AppliedIndex() != seen {
 		if p, err = s.accounts.Authenticate(tok); err != nil {
 			return nil, err
 		}
