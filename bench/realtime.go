@@ -30,9 +30,9 @@ import (
 // the Go client library (realtime/client) from this process, all subscribe
 // to one path prefix on one node (prefix: true, like the members of one chat
 // room). A writer creates one new document under it per write through the
-// leader's REST API; new documents, because overlapping writes to a single
-// document contend for it (a plain POST retries its compare-and-set a few
-// times, then answers 409 revision_mismatch). Every write carries its run,
+// leader's REST API; new documents, so that every change is a create the
+// subscribers can tell apart (one hot document is the HOT scenario's). Every
+// write carries its run,
 // its sequence number and its send time, read
 // on the bench's monotonic clock just before the request, so that each
 // subscriber measures change-to-delivery latency on the same clock when the
