@@ -272,6 +272,31 @@ type client struct {
 	http          *http.Client
 }
 
+// operatorFlags are the flags every operator command that calls a node
+// shares.
+type operatorFlags struct{ server, token, caFile *string }
+
+func addOperatorFlags(fs *flag.FlagSet) operatorFlags {
+	return operatorFlags{
+		server: fs.String("server", "", "URL of any node"),
+		token:  fs.String("admin-token", "", "admin token"),
+		caFile: fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)"),
+	}
+}
+
+// client is the node client the flags name, its requests bounded by
+// timeout (0: none).
+func (o operatorFlags) client(timeout time.Duration) (*client, error) {
+	c, err := newClient(*o.server, *o.token)
+	if err != nil {
+		return nil, err
+	}
+	if c.http, err = httpClientFor(*o.caFile, timeout); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 func newClient(server, token string) (*client, error) {
 	if server == "" {
 		return nil, usageError("--server is required")
@@ -327,21 +352,16 @@ func (c *client) do(method, path string, body any, out any) error {
 
 func projectCreate(args []string, stdout io.Writer) error {
 	fs := newFlags("project create")
-	server := fs.String("server", "", "URL of any node")
-	token := fs.String("admin-token", "", "admin token")
+	op := addOperatorFlags(fs)
 	name := fs.String("name", "", "project name")
 	email := fs.String("owner-email", "", "owner account email")
 	password := fs.String("owner-password", "", "owner account password")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	c, err := newClient(*server, *token)
+	c, err := op.client(60 * time.Second)
 	if err != nil {
-		return err
-	}
-	if c.http, err = httpClientFor(*caFile, 60*time.Second); err != nil {
 		return err
 	}
 	var out struct {
@@ -363,22 +383,17 @@ func projectCreate(args []string, stdout io.Writer) error {
 // way back into a project whose owners are gone or locked out.
 func projectSetOwner(args []string, stdout io.Writer) error {
 	fs := newFlags("project set-owner")
-	server := fs.String("server", "", "URL of any node")
-	token := fs.String("admin-token", "", "admin token")
+	op := addOperatorFlags(fs)
 	pid := fs.String("project", "", "project id")
 	email := fs.String("email", "", "email of the account to make an owner")
-	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *pid == "" || *email == "" {
 		return usageError("project set-owner needs --project and --email")
 	}
-	c, err := newClient(*server, *token)
+	c, err := op.client(60 * time.Second)
 	if err != nil {
-		return err
-	}
-	if c.http, err = httpClientFor(*caFile, 60*time.Second); err != nil {
 		return err
 	}
 	var out struct {
@@ -397,18 +412,13 @@ func projectSetOwner(args []string, stdout io.Writer) error {
 
 func cluster(sub string, args []string, stdout io.Writer) error {
 	fs := newFlags("cluster " + sub)
-	server := fs.String("server", "", "URL of any node")
-	token := fs.String("admin-token", "", "admin token")
+	op := addOperatorFlags(fs)
 	id := fs.String("node-id", "", "node to remove")
-	caFile := fs.String("ca-file", "", "PEM CA to trust for an https:// server (default: the system roots)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	c, err := newClient(*server, *token)
+	c, err := op.client(60 * time.Second)
 	if err != nil {
-		return err
-	}
-	if c.http, err = httpClientFor(*caFile, 60*time.Second); err != nil {
 		return err
 	}
 	if sub == "remove" {
