@@ -639,16 +639,22 @@ func (s *Service) Send(ctx context.Context, c Caller, t Target, content Content)
 	if !on {
 		return nil, 0, withMsg(ErrPushDisabled, "push is turned off for this project; an owner can turn it on with toggle-push", "")
 	}
-	n, err := s.checkTarget(c.ProjectID, t)
+	return s.queue(ctx, c.ProjectID, c.UserID, t, content)
+}
+
+// queue records a notification of project pid to target t, created by
+// createdBy, and its job for the leader's dispatcher, in one commit.
+func (s *Service) queue(ctx context.Context, pid, createdBy string, t Target, content Content) (*Notification, uint64, error) {
+	n, err := s.checkTarget(pid, t)
 	if err != nil {
 		return nil, 0, err
 	}
 	now := s.now()
-	note := &Notification{ID: newID(now), ProjectID: c.ProjectID, Content: content, Target: t, Status: StatusQueued,
-		CreatedAt: formatTime(now), CreatedBy: c.UserID, Targets: n}
-	j := job{ID: newFIFOID(now), ProjectID: c.ProjectID, NID: note.ID, Target: t}
+	note := &Notification{ID: newID(now), ProjectID: pid, Content: content, Target: t, Status: StatusQueued,
+		CreatedAt: formatTime(now), CreatedBy: createdBy, Targets: n}
+	j := job{ID: newFIFOID(now), ProjectID: pid, NID: note.ID, Target: t}
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpPut, Path: keys.Notification(c.ProjectID, note.ID), Data: mustJSON(note)},
+		{Kind: raftstore.OpPut, Path: keys.Notification(pid, note.ID), Data: mustJSON(note)},
 		{Kind: raftstore.OpPut, Path: keys.PushJob(j.ID), Data: mustJSON(j)},
 	}})
 	if err != nil {
@@ -672,23 +678,8 @@ func (s *Service) SecurityNotice(ctx context.Context, pid, uid, title, body stri
 	if err := content.Validate(); err != nil {
 		return err
 	}
-	t := Target{UserID: uid}
-	n, err := s.checkTarget(pid, t)
-	if err != nil {
-		return err
-	}
-	now := s.now()
-	note := &Notification{ID: newID(now), ProjectID: pid, Content: content, Target: t, Status: StatusQueued,
-		CreatedAt: formatTime(now), CreatedBy: "system", Targets: n}
-	j := job{ID: newFIFOID(now), ProjectID: pid, NID: note.ID, Target: t}
-	if _, err := s.store.Txn(ctx, &raftstore.Txn{Time: now.UnixNano(), Ops: []raftstore.Op{
-		{Kind: raftstore.OpPut, Path: keys.Notification(pid, note.ID), Data: mustJSON(note)},
-		{Kind: raftstore.OpPut, Path: keys.PushJob(j.ID), Data: mustJSON(j)},
-	}}); err != nil {
-		return err
-	}
-	s.metrics.queuedOne()
-	return nil
+	_, _, err = s.queue(ctx, pid, "system", Target{UserID: uid}, content)
+	return err
 }
 
 // ---- schedules -------------------------------------------------------------
