@@ -64,11 +64,10 @@ func asGet(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.R
 }
 
 // getOnly refuses every method but GET (and HEAD, served as GET) with 405.
-func getOnly(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) getOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: errorDetail{Code: "method_not_allowed", Message: "use GET or HEAD"}})
+			s.writeError(w, r, methodNotAllowed("GET", "HEAD"))
 			return
 		}
 		h(w, r)

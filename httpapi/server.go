@@ -168,8 +168,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
 	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))
 	s.mux.HandleFunc("/admin/backup", s.admin(s.handleBackup))
-	s.mux.HandleFunc("/healthz", getOnly(s.handleHealthz))
-	s.mux.HandleFunc("/readyz", getOnly(s.handleReadyz))
+	s.mux.HandleFunc("/healthz", s.getOnly(s.handleHealthz))
+	s.mux.HandleFunc("/readyz", s.getOnly(s.handleReadyz))
 	if s.metricsPage != nil {
 		s.mux.HandleFunc("/metrics", s.handleMetrics)
 	}

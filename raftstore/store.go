@@ -593,12 +593,10 @@ func (s *Store) decideAhead(ctx context.Context, t *Txn, level byte) (*TxnResult
 				plain.Conds = append(plain.Conds, Cond{Path: path, Kind: CondRevision, Revision: rev})
 			}
 			sort.Slice(plain.Conds, func(i, j int) bool { return plain.Conds[i].Path < plain.Conds[j].Path })
-			last := make(map[string]*Document)
-			for i, k := range ov.w.keys {
-				last[k] = ov.w.docs[i]
-			}
 			for _, k := range ov.w.written() {
-				if d := last[k]; d != nil {
+				// The overlay answers a path the entry wrote from the
+				// entry's own writes (its last one), without a read.
+				if d, _ := ov.get(k); d != nil {
 					plain.Ops = append(plain.Ops, Op{Kind: OpPut, Path: k, Data: d.Data})
 				} else {
 					plain.Ops = append(plain.Ops, Op{Kind: OpDelete, Path: k, IfExists: true})
