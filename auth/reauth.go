@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
 
@@ -15,15 +14,8 @@ import (
 // revision read (a session revoked, or replaced, meanwhile fails it, and the
 // guarded loop decides again).
 func (s *Service) recentProof(p *Principal) (raftstore.Cond, error) {
-	doc, err := s.store.Get(keys.Session(p.Session))
+	doc, sess, err := s.sessionDoc(p.Session)
 	if err != nil {
-		return raftstore.Cond{}, err
-	}
-	if doc == nil {
-		return raftstore.Cond{}, ErrInvalidToken
-	}
-	var sess session
-	if err := decodeJSON(doc, &sess); err != nil {
 		return raftstore.Cond{}, err
 	}
 	if sess.ProvedAt == 0 || s.now().Sub(time.Unix(sess.ProvedAt, 0)) > s.recent {
@@ -78,15 +70,8 @@ func (s *Service) Reauthenticate(ctx context.Context, p *Principal, password, co
 		if acc.PasswordHash != oldHash {
 			return nil, nil, ErrInvalidToken // changed meanwhile: the proof is void
 		}
-		doc, err := s.store.Get(keys.Session(p.Session))
+		doc, sess, err := s.sessionDoc(p.Session)
 		if err != nil {
-			return nil, nil, err
-		}
-		if doc == nil {
-			return nil, nil, ErrInvalidToken
-		}
-		var sess session
-		if err := decodeJSON(doc, &sess); err != nil {
 			return nil, nil, err
 		}
 		if sess.Gen != acc.SessionGen || s.now().Unix() >= sess.ExpiresAt {

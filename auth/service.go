@@ -733,17 +733,27 @@ func (s *Service) authenticateRead(h string) (*Principal, error) {
 	return p, err
 }
 
-// readCaller reads the session with token hash h and its account.
-func (s *Service) readCaller(h string) (*Principal, error) {
-	sdoc, err := s.store.Get(keys.Session(h))
+// sessionDoc reads the session with token hash h (ErrInvalidToken when
+// there is none) and returns its document and decoded record.
+func (s *Service) sessionDoc(h string) (*raftstore.Document, *session, error) {
+	doc, err := s.store.Get(keys.Session(h))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if sdoc == nil {
-		return nil, ErrInvalidToken
+	if doc == nil {
+		return nil, nil, ErrInvalidToken
 	}
 	var sess session
-	if err := decodeJSON(sdoc, &sess); err != nil {
+	if err := decodeJSON(doc, &sess); err != nil {
+		return nil, nil, err
+	}
+	return doc, &sess, nil
+}
+
+// readCaller reads the session with token hash h and its account.
+func (s *Service) readCaller(h string) (*Principal, error) {
+	_, sess, err := s.sessionDoc(h)
+	if err != nil {
 		return nil, err
 	}
 	if s.now().Unix() >= sess.ExpiresAt {
