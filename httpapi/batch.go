@@ -87,7 +87,7 @@ func (s *Server) dbBatch(w http.ResponseWriter, r *http.Request) error {
 		}
 		ops[i] = op
 	}
-	res, err := s.commit(ctx, r, p, ops, func(i int) string { return fmt.Sprintf("writes[%d]", i) })
+	res, err := s.commit(ctx, p, ops, func(i int) string { return fmt.Sprintf("writes[%d]", i) })
 	if err != nil {
 		return err
 	}

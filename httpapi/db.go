@@ -361,12 +361,17 @@ func (s *Server) writeCaller(ctx context.Context, r *http.Request) (*auth.Princi
 	return p, nil
 }
 
-// commit proposes ops for the caller of r and maps a refusal decided in
+// commit proposes ops for the caller p and maps a refusal decided in
 // Apply to its API error; field names the request field of op i (nil: none).
-func (s *Server) commit(ctx context.Context, r *http.Request, p *auth.Principal, ops []raftstore.Op, field func(i int) string) (*raftstore.TxnResult, error) {
+func (s *Server) commit(ctx context.Context, p *auth.Principal, ops []raftstore.Op, field func(i int) string) (*raftstore.TxnResult, error) {
+	if p.Session == "" {
+		// Never propose a caller's write without its caller: that would
+		// be a system write, judged by nobody.
+		return nil, auth.ErrInvalidToken
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.writeTimeout)
 	defer cancel()
-	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: time.Now().UnixNano(), Caller: auth.HashToken(bearer(r)), Ops: ops})
+	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: time.Now().UnixNano(), Caller: p.Session, Ops: ops})
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +382,8 @@ func (s *Server) commit(ctx context.Context, r *http.Request, p *auth.Principal,
 	if field != nil {
 		where = field(res.Index)
 	}
-	return nil, opError(res, strings.TrimPrefix(ops[min(res.Index, len(ops)-1)].Path, keys.Doc(p.ProjectID, "")), where)
+	coll, _ := keys.Rel(p.ProjectID, ops[min(res.Index, len(ops)-1)].Path)
+	return nil, opError(res, coll, where)
 }
 
 // opError maps a refused txn to its API error: coll is the document of the
@@ -444,7 +450,7 @@ func (s *Server) dbPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.commit(ctx, r, p, []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Doc(p.ProjectID, *body.Collection), Data: data, Match: match}}, nil)
+	res, err := s.commit(ctx, p, []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Doc(p.ProjectID, *body.Collection), Data: data, Match: match}}, nil)
 	if err != nil {
 		return err
 	}
@@ -517,7 +523,7 @@ func (s *Server) dbPut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.commit(ctx, r, p, []raftstore.Op{updateOp(keys.Doc(p.ProjectID, coll), *body.OldKey, *body.NewKey, value, match)}, nil)
+	res, err := s.commit(ctx, p, []raftstore.Op{updateOp(keys.Doc(p.ProjectID, coll), *body.OldKey, *body.NewKey, value, match)}, nil)
 	if err != nil {
 		return err
 	}
@@ -628,7 +634,7 @@ func (s *Server) dbDelete(w http.ResponseWriter, r *http.Request) error {
 	if hasField {
 		op = raftstore.Op{Kind: raftstore.OpDeleteField, Path: op.Path, Field: field, Match: match}
 	}
-	res, err := s.commit(ctx, r, p, []raftstore.Op{op}, nil)
+	res, err := s.commit(ctx, p, []raftstore.Op{op}, nil)
 	if ae, ok := err.(*apiError); ok && ae.Code == "field_not_found" {
 		ae.Field, ae.Message = "field", "the document has no field "+strconv.Quote(field)
 	}
