@@ -94,7 +94,7 @@ func TestBatchThroughGoClientArrivesAsOneRevision(t *testing.T) {
 		{Op: "set", Collection: "room/c", Data: map[string]int{"v": 1}},
 		{Op: "set", Collection: "room/a", Data: map[string]int{"v": 1}, IfMatch: &zero},
 	})
-	var ae *client.APIError
+	var ae *client.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusPreconditionFailed || ae.Code != "precondition_failed" || ae.Field != "writes[1]" {
 		t.Fatalf("refused batch: %v, want 412 precondition_failed at writes[1]", err)
 	}

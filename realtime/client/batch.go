@@ -41,24 +41,6 @@ type BatchResult struct {
 	} `json:"results"`
 }
 
-// APIError is a refusal of the REST API in its one error shape. For a batch,
-// Field names the refused write ("writes[3]"); nothing of the batch was
-// written.
-type APIError struct {
-	Status  int
-	Code    string
-	Message string
-	Field   string
-}
-
-func (e *APIError) Error() string {
-	s := fmt.Sprintf("edgebase: %d %s: %s", e.Status, e.Code, e.Message)
-	if e.Field != "" {
-		s += " (" + e.Field + ")"
-	}
-	return s
-}
-
 // Batch commits writes as one entry, all or none, with the connection's
 // credentials, through the node it was dialled to.
 func (c *Conn) Batch(ctx context.Context, writes []Write) (*BatchResult, error) {
@@ -93,18 +75,13 @@ func Batch(ctx context.Context, cfg Config, writes []Write) (*BatchResult, error
 		return nil, fmt.Errorf("edgebase: batch: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		// Field names the refused write ("writes[3]"); nothing was written.
+		return nil, httpError(resp)
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return nil, fmt.Errorf("edgebase: batch: read answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Code, Message, Field string }
-		}
-		if json.Unmarshal(b, &e) != nil || e.Error.Code == "" {
-			return nil, &APIError{Status: resp.StatusCode, Code: "unexpected", Message: strings.TrimSpace(string(b))}
-		}
-		return nil, &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field}
 	}
 	var out BatchResult
 	if err := json.Unmarshal(b, &out); err != nil {

@@ -90,15 +90,23 @@ type Notification struct {
 type Error struct {
 	Code    string
 	Message string
-	// Status is the HTTP status of a refused upgrade; 0 for error messages.
+	// Status is the HTTP status of a refused upgrade or REST call (Batch);
+	// 0 for error messages.
 	Status int
+	// Field names the request field at fault, if the server named one (for
+	// a batch, the refused write: "writes[3]").
+	Field string
 }
 
 func (e *Error) Error() string {
+	s := "realtime: " + e.Code + ": " + e.Message
 	if e.Status != 0 {
-		return fmt.Sprintf("realtime: HTTP %d %s: %s", e.Status, e.Code, e.Message)
+		s = fmt.Sprintf("realtime: HTTP %d %s: %s", e.Status, e.Code, e.Message)
 	}
-	return "realtime: " + e.Code + ": " + e.Message
+	if e.Field != "" {
+		s += " (" + e.Field + ")"
+	}
+	return s
 }
 
 // Server -> client messages: one struct for every op.
@@ -164,8 +172,8 @@ func nullToNil(m json.RawMessage) json.RawMessage {
 	return m
 }
 
-// httpError reads the REST error shape {"error":{"code","message"}} of a
-// refused upgrade.
+// httpError reads the REST error shape {"error":{"code","message","field"}}
+// of a refused upgrade or REST call.
 func httpError(resp *http.Response) *Error {
 	e := &Error{Status: resp.StatusCode, Code: fmt.Sprintf("http_%d", resp.StatusCode)}
 	if resp.Body == nil {
@@ -176,10 +184,11 @@ func httpError(resp *http.Response) *Error {
 		Error struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
+			Field   string `json:"field"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
-		e.Code, e.Message = body.Error.Code, body.Error.Message
+		e.Code, e.Message, e.Field = body.Error.Code, body.Error.Message, body.Error.Field
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 	}
