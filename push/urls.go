@@ -11,6 +11,9 @@ import (
 // service account the Firebase console gives out.
 const GoogleTokenURI = "https://oauth2.googleapis.com/token"
 
+// googleTokenOrigin is GoogleTokenURI's origin as origin writes it.
+const googleTokenOrigin = "https://oauth2.googleapis.com:443"
+
 // CheckTokenURI says whether the leader may POST a service account's signed
 // assertion to tokenURI: only Google's token endpoint, or an endpoint on the
 // same scheme, host and port as the operator's --fcm-endpoint (a local FCM
@@ -25,7 +28,7 @@ func CheckTokenURI(tokenURI, fcmEndpoint string) error {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 		return fmt.Errorf("token_uri must be an http(s) URL")
 	}
-	if origin(u) == origin(mustParse(GoogleTokenURI)) && u.Path == "/token" {
+	if origin(u) == googleTokenOrigin && u.Path == "/token" {
 		return nil
 	}
 	if fcmEndpoint != "" {
@@ -44,12 +47,4 @@ func origin(u *url.URL) string {
 		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
 	}
 	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(host), port)
-}
-
-func mustParse(s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		panic(err)
-	}
-	return u
 }

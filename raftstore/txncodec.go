@@ -43,7 +43,7 @@ func encodeTxnDecided(t *Txn) ([]byte, error) { return encodeTxnVersion(t, txnVe
 
 func encodeTxnVersion(t *Txn, version byte) ([]byte, error) {
 	if version < txnVersionDecided && t.needsDecided() {
-		return nil, fmt.Errorf("encode command %d: a txn with a caller, a match or a %s op needs version %d", cmdTxn, "decided", txnVersionDecided)
+		return nil, fmt.Errorf("encode command %d: a txn with a caller, a match or a computed op needs version %d", cmdTxn, txnVersionDecided)
 	}
 	n := 2 + binary.MaxVarintLen64*4 + len(t.Caller)
 	for _, c := range t.Conds {
