@@ -179,7 +179,7 @@ func (e *decidedEntry) Op(_ int, op *raftstore.Op, cur, next *raftstore.Document
 	if !ok {
 		return raftstore.ErrCodeForbidden
 	}
-	in := RuleInput{Path: rel, Auth: AuthInfo{UID: p.UserID, Role: p.Role, Email: p.Email}, Time: time.Unix(0, e.t.Time).UTC()}
+	in := RuleInput{Path: rel, Auth: p.AuthInfo(), Time: time.Unix(0, e.t.Time).UTC()}
 	if cur != nil {
 		in.Resource = cur.Data
 	}

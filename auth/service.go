@@ -247,6 +247,11 @@ type Principal struct {
 	Session string
 }
 
+// AuthInfo is the caller as access rules see it (the CEL variable auth).
+func (p *Principal) AuthInfo() AuthInfo {
+	return AuthInfo{UID: p.UserID, Role: p.Role, Email: p.Email}
+}
+
 // ProjectCreated is the one-time answer to project creation: the API key is
 // only ever shown here.
 type ProjectCreated struct {

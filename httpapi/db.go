@@ -110,10 +110,6 @@ func (s *Server) waitRead(ctx context.Context, c raftstore.Consistency, minRev u
 	return s.store.WaitRead(ctx, c, minRev)
 }
 
-func authInfo(p *auth.Principal) auth.AuthInfo {
-	return auth.AuthInfo{UID: p.UserID, Role: p.Role, Email: p.Email}
-}
-
 // allow evaluates the project's rules; a denial or an evaluation error is 403.
 func (s *Server) allow(ctx context.Context, p *auth.Principal, op auth.Op, path string, resource, request json.RawMessage) error {
 	rules, err := s.accounts.Rules(p.ProjectID)
@@ -124,7 +120,7 @@ func (s *Server) allow(ctx context.Context, p *auth.Principal, op auth.Op, path 
 }
 
 func (s *Server) allowWith(ctx context.Context, rules *auth.CompiledRules, p *auth.Principal, op auth.Op, path string, resource, request json.RawMessage) error {
-	ok, err := rules.Allow(ctx, op, auth.RuleInput{Path: path, Auth: authInfo(p), Resource: resource, Request: request})
+	ok, err := rules.Allow(ctx, op, auth.RuleInput{Path: path, Auth: p.AuthInfo(), Resource: resource, Request: request})
 	if err != nil {
 		s.logger.Debug("rule evaluation failed", "request_id", requestID(ctx), "err", err)
 	}
@@ -251,7 +247,7 @@ func (s *Server) dbList(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	if err := s.allowWith(ctx, rules, p, auth.OpRead, coll, nil, nil); err != nil {
 		return err
 	}
-	who := authInfo(p)
+	who := p.AuthInfo()
 	scope := rules.ReadScope(ctx, coll, true, who)
 	parent := keys.Doc(p.ProjectID, coll)
 	out := listResponse{Documents: make([]docResponse, 0, min(limit, 64))}

@@ -38,13 +38,9 @@ type viewKey struct {
 	who   auth.AuthInfo
 }
 
-func authInfo(p *auth.Principal) auth.AuthInfo {
-	return auth.AuthInfo{UID: p.UserID, Role: p.Role, Email: p.Email}
-}
-
 // newView decides s's view under rules for p.
 func newView(rules *auth.CompiledRules, p *auth.Principal, s *sub) *view {
-	who := authInfo(p)
+	who := p.AuthInfo()
 	return &view{rules: rules, who: who, scope: rules.ReadScope(context.Background(), userPath(s.path), s.prefix, who)}
 }
 
@@ -178,6 +174,6 @@ func (s *Server) rules(p *auth.Principal) (*auth.CompiledRules, error) {
 // allowPath judges the subscribed path itself (no document data), as a
 // subscription is allowed or refused.
 func allowPath(rules *auth.CompiledRules, p *auth.Principal, path string) bool {
-	ok, _ := rules.Allow(context.Background(), auth.OpRead, auth.RuleInput{Path: path, Auth: authInfo(p)})
+	ok, _ := rules.Allow(context.Background(), auth.OpRead, auth.RuleInput{Path: path, Auth: p.AuthInfo()})
 	return ok
 }
