@@ -163,6 +163,7 @@ func (s *Server) routes() {
 	if s.push != nil {
 		s.pushRoutes()
 	}
+	s.sdkRoutes()
 	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
 	s.mux.HandleFunc("/admin/projects/{id}/owner", s.admin(s.handleSetOwner))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))

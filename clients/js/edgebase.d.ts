@@ -1,0 +1,380 @@
+// Type declarations of edgebase.js, the JavaScript SDK of edgebase.
+// Compatible with TypeScript 4.8 and later. Reference: docs/sdk-js.md.
+
+/** Any JSON value. */
+export type JSONValue = string | number | boolean | null | JSONValue[] | { [key: string]: JSONValue };
+/** A JSON object, the shape of a document's data. */
+export type JSONObject = { [key: string]: JSONValue };
+
+/** Where the session is kept: localStorage or anything with its synchronous methods. */
+export interface StorageAdapter {
+  getItem(key: string): string | null;
+  setItem(key: string, value: string): void;
+  removeItem(key: string): void;
+}
+
+/** The members of a WebSocket the SDK uses (the WHATWG one, or a compatible one). */
+export interface WebSocketLike {
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((ev: any) => void) | null;
+  onmessage: ((ev: { data: any }) => void) | null;
+  onerror: ((ev: any) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+}
+
+export interface ClientOptions {
+  /** The node's base URL, e.g. "https://db.example.com" (in a browser, default: the page's origin). */
+  url?: string;
+  projectId: string;
+  apiKey?: string;
+  /** Default: localStorage in browsers, memory elsewhere. */
+  storage?: StorageAdapter;
+  /** Default: the global fetch. */
+  fetch?: (input: string, init?: any) => Promise<any>;
+  /** Default: the global WebSocket. */
+  WebSocket?: new (url: string) => WebSocketLike;
+  /** Retries of a safe request answered 429 or 503 (default 3). */
+  retries?: number;
+  /** The longest Retry-After (seconds) the SDK waits out itself (default 10); longer ones are thrown. */
+  maxRetryWait?: number;
+  /** Per-request timeout in ms (default 30000; 0: none). */
+  timeout?: number;
+  /** Realtime reconnect backoff bounds in ms (defaults 100 and 5000). */
+  minBackoff?: number;
+  maxBackoff?: number;
+  /** Realtime ping interval in ms (default 20000; 0: no pings). */
+  pingInterval?: number;
+}
+
+/** Every failure of the SDK. */
+export class EdgebaseError extends Error {
+  constructor(o: {
+    status?: number; code?: string; message?: string; field?: string | null;
+    retryAfter?: number | null; requestId?: string | null; unknownOutcome?: boolean; cause?: unknown;
+  });
+  name: 'EdgebaseError';
+  /** HTTP status; 0 when no answer arrived. */
+  status: number;
+  /** The API's error code ("invalid_path", "rate_limited", ...), or network_error, websocket_unavailable, connection_closed. */
+  code: string;
+  field: string | null;
+  /** Seconds, from Retry-After. */
+  retryAfter: number | null;
+  requestId: string | null;
+  /** The write may or may not have been applied: read before retrying it. */
+  unknownOutcome: boolean;
+}
+
+export interface User {
+  id: string;
+  email: string;
+  name: string;
+  role: 'owner' | 'user' | string;
+  totpEnabled: boolean;
+  createdAt: string;
+}
+
+export interface Session {
+  token: string;
+  user: User | null;
+}
+
+/** Added to the answer of every write: the revision it committed at (X-Revision). */
+export interface Revisioned {
+  revision?: number;
+}
+
+export interface SignedIn extends Revisioned {
+  token: string;
+  user: User;
+}
+
+export type LoginResult =
+  | (SignedIn & { requiresTotp: false })
+  | (Revisioned & { requiresTotp: true; loginTicket: string; expiresIn: number });
+
+export interface Ok extends Revisioned {
+  ok: true;
+}
+
+export interface Enrollment extends Revisioned {
+  secret: string;
+  otpauthUrl: string;
+  /** Base64 PNG of otpauthUrl. */
+  qrPng: string;
+}
+
+export interface Auth {
+  register(email: string, password: string, name?: string): Promise<SignedIn>;
+  login(email: string, password: string): Promise<LoginResult>;
+  loginVerify(loginTicket: string, code: string): Promise<SignedIn>;
+  logout(): Promise<Ok | { ok: true }>;
+  me(opts?: { minRevision?: number }): Promise<User>;
+  changePassword(currentPassword: string, newPassword: string): Promise<SignedIn & Ok>;
+  resetPassword(email: string, verifyToken: string, newPassword: string): Promise<Ok>;
+  reauthenticate(password: string, code?: string): Promise<Ok>;
+  disableTotp(code: string): Promise<Revisioned & { totpEnabled: false; user: User }>;
+  enrollAuthenticator(): Promise<Enrollment>;
+  confirmAuthenticator(code: string): Promise<Revisioned & { totpEnabled: true; recoveryCodes: string[] }>;
+  verifyAuthenticator(email: string, code: string): Promise<{ verifyToken: string; expiresIn: number }>;
+  token(): string | null;
+  user(): User | null;
+  /** cb runs after every change of the session token; returns an unsubscribe. */
+  onChange(cb: (session: Session | null) => void): () => void;
+}
+
+export interface Document<T = JSONObject> {
+  collection: string;
+  data: T;
+  revision: number;
+  createTime: string;
+  updateTime: string;
+}
+
+export interface ReadOptions {
+  consistency?: 'strong' | 'local';
+  /** Wait (at most 5 s on the node) until it has applied this revision (X-Min-Revision). */
+  minRevision?: number;
+}
+
+export interface WriteOptions {
+  /** Write only if the document's revision is this (0: only if it does not exist). */
+  ifMatch?: number;
+}
+
+export interface ListOptions extends ReadOptions {
+  /** 1..1000, default 50. */
+  limit?: number;
+  pageToken?: string;
+}
+
+export interface ListPage<T = JSONObject> {
+  documents: Document<T>[];
+  /** Present while more children follow; a page may be empty and still have one. */
+  nextPageToken?: string;
+}
+
+export type FieldType = 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array' | 'null' | 'timestamp';
+
+export interface FieldUpdate {
+  oldKey: string;
+  /** Default: oldKey (set the field's value). */
+  newKey?: string;
+  value: JSONValue;
+  type?: FieldType;
+}
+
+export type BatchWrite = { ifMatch?: number; collection: string } & (
+  | { op: 'set'; data: JSONObject }
+  | { op: 'update'; oldKey: string; newKey: string; value: JSONValue; type?: FieldType }
+  | { op: 'delete' }
+  | { op: 'deleteField'; field: string }
+  | { op: 'increment'; field: string; by: number }
+  | { op: 'serverTimestamp'; field: string }
+  | { op: 'arrayUnion' | 'arrayRemove'; field: string; values: JSONValue[] }
+);
+
+export interface BatchResult {
+  revision: number;
+  results: { collection: string; revision: number; exists: boolean }[];
+}
+
+export interface Rule {
+  match: string;
+  read: string;
+  write: string;
+}
+
+export interface Db {
+  /** The document, or null when there is none. */
+  get<T = JSONObject>(path: string, opts?: ReadOptions): Promise<Document<T> | null>;
+  list<T = JSONObject>(path: string, opts?: ListOptions): Promise<ListPage<T>>;
+  set<T extends JSONObject = JSONObject>(path: string, data: T, opts?: WriteOptions): Promise<Document<T> & { created: boolean }>;
+  update<T = JSONObject>(path: string, change: FieldUpdate, opts?: WriteOptions): Promise<Document<T>>;
+  deleteField<T = JSONObject>(path: string, field: string, opts?: WriteOptions): Promise<Document<T>>;
+  delete(path: string, opts?: WriteOptions): Promise<{ deleted: true; revision: number }>;
+  batch(writes: BatchWrite[]): Promise<BatchResult>;
+  /** Owner only. */
+  getRules(): Promise<{ rules: Rule[] }>;
+  /** Owner only. */
+  setRules(rules: Rule[]): Promise<Revisioned & { rules: Rule[] }>;
+}
+
+export interface SnapshotEvent<T = JSONObject> {
+  type: 'snapshot';
+  documents: Document<T>[];
+  revision: number;
+}
+
+export interface ChangeEvent<T = JSONObject> {
+  type: 'change';
+  collection: string;
+  revision: number;
+  changeType: 'set' | 'delete';
+  /** Null for a delete. */
+  data: T | null;
+  updateTime: string | null;
+}
+
+/** The change log no longer reaches back (or access changed): a fresh snapshot follows. */
+export interface ResetEvent {
+  type: 'reset';
+  revision: number;
+}
+
+/** The server ended the subscription (forbidden, invalid_path, ...). */
+export interface ErrorEvent {
+  type: 'error';
+  error: EdgebaseError;
+}
+
+export type RealtimeEvent<T = JSONObject> = SnapshotEvent<T> | ChangeEvent<T> | ResetEvent | ErrorEvent;
+
+export interface Subscription {
+  readonly id: string;
+  /** The last revision delivered. */
+  readonly revision: number;
+  unsubscribe(): void;
+}
+
+export interface Notification {
+  type: 'notification';
+  id: string;
+  title: string;
+  body: string;
+  data: { [key: string]: string } | null;
+  category: 'general' | 'marketing' | 'security' | string;
+  revision: number;
+  [key: string]: unknown;
+}
+
+export type RealtimeStatus =
+  | { state: 'idle' }
+  | { state: 'connecting' }
+  | { state: 'ready'; userId: string; revision: number }
+  | { state: 'disconnected'; code?: number; error: EdgebaseError; retryIn: number }
+  | { state: 'stopped'; code?: number; error: EdgebaseError };
+
+export interface Realtime {
+  subscribe<T = JSONObject>(path: string, opts: { prefix?: boolean }, onEvent: (ev: RealtimeEvent<T>) => void): Subscription;
+  subscribe<T = JSONObject>(path: string, onEvent: (ev: RealtimeEvent<T>) => void): Subscription;
+  onNotification(cb: (n: Notification) => void): () => void;
+  onStatus(cb: (s: RealtimeStatus) => void): () => void;
+  readonly status: RealtimeStatus;
+  reconnect(): void;
+  close(): void;
+}
+
+export type Platform = 'android' | 'ios' | 'web';
+
+export interface Device {
+  token: string;
+  platform: Platform;
+  userId: string;
+  registeredAt: string;
+}
+
+export interface Preferences {
+  pushEnabled: boolean;
+  emailEnabled: boolean;
+  marketingEnabled: boolean;
+  securityEnabled: boolean;
+  quietHoursEnabled: boolean;
+  /** HH:MM */
+  quietHoursStart: string;
+  quietHoursEnd: string;
+  /** IANA name, e.g. "Europe/Paris". */
+  timezone: string;
+}
+
+export interface Message {
+  title: string;
+  body?: string;
+  data?: { [key: string]: string };
+  category?: 'general' | 'marketing' | 'security';
+}
+
+export type Target = { project: true } | { userId: string } | { topic: string };
+
+export interface ScheduledNotification extends Revisioned {
+  id: string;
+  projectId: string;
+  title: string;
+  body: string;
+  data?: { [key: string]: string } | null;
+  category: string;
+  target: Partial<{ project: boolean; userId: string; topic: string; users: string[] }>;
+  sendAt: string;
+  status: 'scheduled' | 'cancelled' | 'fired' | string;
+  createdAt: string;
+  createdBy: string;
+  firedAt?: string;
+  notificationId?: string;
+}
+
+export interface HistoryItem {
+  id: string;
+  title: string;
+  body: string;
+  data: { [key: string]: string } | null;
+  category: string;
+  target: Partial<{ project: boolean; userId: string; topic: string; users: string[] }>;
+  status: string;
+  createdAt: string;
+  sentAt: string | null;
+  targets: number;
+  delivered: number;
+  failed: number;
+  pruned: number;
+  skipped: number;
+  deferred: number;
+  lastError?: string;
+}
+
+export interface PageOptions {
+  /** 1..100, default 20. */
+  limit?: number;
+  cursor?: string;
+}
+
+export interface Sent extends Revisioned {
+  notificationId: string;
+  status: 'queued' | string;
+  targets: number;
+}
+
+export interface Push {
+  register(token: string, platform?: Platform): Promise<Revisioned & { token: string; platform: Platform; registeredAt: string }>;
+  unregister(token: string): Promise<Ok>;
+  devices(): Promise<Device[]>;
+  subscribe(topic: string): Promise<Revisioned & { topic: string; subscribed: true }>;
+  unsubscribe(topic: string): Promise<Revisioned & { topic: string; subscribed: false }>;
+  topics(): Promise<string[]>;
+  getPreferences(): Promise<Preferences>;
+  setPreferences(prefs: Partial<Preferences>): Promise<Preferences & Revisioned>;
+  history(opts?: PageOptions): Promise<{ notifications: HistoryItem[]; nextCursor: string }>;
+  /** target is for owners only. */
+  schedule(n: Message & { sendAt: string; target?: Target }): Promise<ScheduledNotification>;
+  scheduled(opts?: PageOptions): Promise<{ scheduled: ScheduledNotification[]; nextCursor: string }>;
+  cancel(id: string): Promise<ScheduledNotification>;
+  /** Owner only. */
+  togglePush(enabled: boolean): Promise<Revisioned & { projectId: string; pushEnabled: boolean }>;
+  sendToProject(n: Message): Promise<Sent>;
+  sendToUser(userId: string, n: Message): Promise<Sent>;
+  sendToTopic(topic: string, n: Message): Promise<Sent>;
+}
+
+export interface EdgebaseClient {
+  auth: Auth;
+  db: Db;
+  realtime: Realtime;
+  push: Push;
+  readonly url: string;
+  readonly projectId: string;
+  /** Closes the realtime connection. */
+  close(): void;
+}
+
+export function createClient(options: ClientOptions): EdgebaseClient;
+export default createClient;

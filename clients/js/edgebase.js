@@ -1,0 +1,805 @@
+// edgebase.js: the JavaScript SDK of edgebase (https://github.com/edgebase/edgebase).
+// A zero-dependency ES module (ES2020) for browsers and Node >= 20. The
+// reference is docs/sdk-js.md; the types are in edgebase.d.ts. A node serves
+// this file at /_/sdk/edgebase.js.
+
+/**
+ * Every failure of the SDK: an error answer of the API, a network failure
+ * (status 0, code "network_error") or a missing WebSocket (code
+ * "websocket_unavailable").
+ */
+export class EdgebaseError extends Error {
+  /**
+   * @param {{status?: number, code?: string, message?: string, field?: string|null,
+   *   retryAfter?: number|null, requestId?: string|null, unknownOutcome?: boolean, cause?: unknown}} o
+   */
+  constructor(o) {
+    super(o.message || o.code || 'edgebase error');
+    this.name = 'EdgebaseError';
+    /** HTTP status; 0 when no answer arrived. */
+    this.status = o.status || 0;
+    /** The API's error code, e.g. "invalid_path", "rate_limited". */
+    this.code = o.code || 'unknown';
+    /** The request field the error is about, when the API names one. */
+    this.field = o.field == null ? null : o.field;
+    /** Seconds to wait before retrying (Retry-After), when the API sent one. */
+    this.retryAfter = o.retryAfter == null ? null : o.retryAfter;
+    /** X-Request-Id of the answer, for the node's logs. */
+    this.requestId = o.requestId == null ? null : o.requestId;
+    /** A write that may or may not have been applied: read before retrying. */
+    this.unknownOutcome = !!o.unknownOutcome;
+    if (o.cause !== undefined) this.cause = o.cause;
+  }
+}
+
+const UNKNOWN_OUTCOME = /may or may not have been applied/i;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Exponential backoff for attempt n (from 0), capped, jittered within [d/2, d]. */
+function backoff(n, min, max) {
+  const d = Math.min(max, min * 2 ** Math.min(n, 20));
+  return d / 2 + Math.random() * (d / 2);
+}
+
+/** Retry-After as seconds: delta-seconds or an HTTP date. */
+function parseRetryAfter(v) {
+  if (!v) return null;
+  if (/^\s*\d+\s*$/.test(v)) return Number(v);
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? null : Math.max(0, Math.ceil((t - Date.now()) / 1000));
+}
+
+function memoryStorage() {
+  const m = new Map();
+  return {
+    getItem: (k) => (m.has(k) ? m.get(k) : null),
+    setItem: (k, v) => { m.set(k, String(v)); },
+    removeItem: (k) => { m.delete(k); },
+  };
+}
+
+function defaultStorage() {
+  try {
+    if (typeof window !== 'undefined' && window.localStorage) return window.localStorage;
+  } catch (_) {
+    // localStorage may throw (disabled cookies, sandboxed frames): use memory.
+  }
+  return memoryStorage();
+}
+
+/**
+ * Creates a client of one project.
+ * @param {import('./edgebase').ClientOptions} options
+ * @returns {import('./edgebase').EdgebaseClient}
+ */
+export function createClient(options) {
+  return new Client(options || {});
+}
+
+class Client {
+  constructor(o) {
+    let url = o.url;
+    if (!url && typeof location !== 'undefined') url = location.origin;
+    if (!url) throw new EdgebaseError({ code: 'invalid_argument', field: 'url', message: 'createClient needs a url' });
+    if (!o.projectId) throw new EdgebaseError({ code: 'invalid_argument', field: 'projectId', message: 'createClient needs a projectId' });
+    this.url = String(url).replace(/\/+$/, '');
+    this.projectId = o.projectId;
+    this.apiKey = o.apiKey || '';
+    this.fetch = o.fetch || (typeof fetch !== 'undefined' ? fetch.bind(globalThis) : null);
+    this.retries = o.retries == null ? 3 : o.retries;
+    this.maxRetryWait = o.maxRetryWait == null ? 10 : o.maxRetryWait;
+    this.timeout = o.timeout == null ? 30000 : o.timeout;
+    this.auth = new Auth(this, o.storage || defaultStorage());
+    this.db = new Db(this);
+    this.realtime = new Realtime(this, o);
+    this.push = new Push(this);
+  }
+
+  /** Closes the realtime connection and stops listening to storage. */
+  close() {
+    this.realtime.close();
+    this.auth._detach();
+  }
+
+  /**
+   * One API call. Retries 429 and 503 (bounded, honouring Retry-After) only
+   * when safe is true: reads and writes that carry If-Match.
+   */
+  async request(method, path, { query, body, headers, safe = false } = {}) {
+    if (!this.fetch) throw new EdgebaseError({ code: 'fetch_unavailable', message: 'no fetch: pass one in createClient options' });
+    let target = this.url + path;
+    if (query) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null) q.set(k, String(v));
+      const s = q.toString();
+      if (s) target += '?' + s;
+    }
+    const h = { 'X-Project-Id': this.projectId };
+    if (this.apiKey) h['X-API-Key'] = this.apiKey;
+    const token = this.auth.token();
+    if (token) h.Authorization = 'Bearer ' + token;
+    if (body !== undefined) h['Content-Type'] = 'application/json';
+    Object.assign(h, headers);
+    const init = { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) };
+    for (let attempt = 0; ; attempt++) {
+      let err;
+      try {
+        return await this._once(target, init, method);
+      } catch (e) {
+        err = e;
+      }
+      const retryable = safe && attempt < this.retries &&
+        (err.status === 429 || (err.status === 503 && err.code !== 'node_removed') || err.status === 0) &&
+        !err.unknownOutcome;
+      if (!retryable) throw err;
+      const wait = err.retryAfter != null ? err.retryAfter * 1000 : backoff(attempt, 200, 2000);
+      if (wait > this.maxRetryWait * 1000) throw err;
+      await sleep(wait);
+    }
+  }
+
+  async _once(target, init, method) {
+    let res;
+    const ctl = typeof AbortController !== 'undefined' && this.timeout > 0 ? new AbortController() : null;
+    const timer = ctl ? setTimeout(() => ctl.abort(), this.timeout) : null;
+    try {
+      res = await this.fetch(target, ctl ? { ...init, signal: ctl.signal } : init);
+    } catch (e) {
+      // No answer: a write may have reached the node.
+      throw new EdgebaseError({ status: 0, code: 'network_error', message: `${method} ${target}: ${e && e.message ? e.message : e}`,
+        unknownOutcome: method !== 'GET', cause: e });
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
+    const text = await res.text();
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch (_) {
+        data = null;
+      }
+    }
+    const requestId = res.headers.get('X-Request-Id');
+    if (!res.ok) {
+      const e = (data && data.error) || {};
+      const message = e.message || `${res.status} ${res.statusText || ''}`.trim();
+      throw new EdgebaseError({
+        status: res.status, code: e.code || 'http_' + res.status, message, field: e.field,
+        retryAfter: parseRetryAfter(res.headers.get('Retry-After')), requestId,
+        unknownOutcome: method !== 'GET' && res.status === 503 && UNKNOWN_OUTCOME.test(message),
+      });
+    }
+    const rev = res.headers.get('X-Revision');
+    return { status: res.status, data, revision: rev ? Number(rev) : null };
+  }
+}
+
+/** Adds the write's revision (X-Revision) to an object answer. */
+function withRevision(r) {
+  const out = r.data && typeof r.data === 'object' ? r.data : {};
+  if (r.revision != null && out.revision === undefined) out.revision = r.revision;
+  return out;
+}
+
+const ifMatchHeader = (o) => (o && o.ifMatch != null ? { 'If-Match': String(o.ifMatch) } : undefined);
+const readHeaders = (o) => (o && o.minRevision != null ? { 'X-Min-Revision': String(o.minRevision) } : undefined);
+
+// ---------------------------------------------------------------- auth
+
+class Auth {
+  constructor(client, storage) {
+    this._c = client;
+    this._storage = storage;
+    this._key = 'edgebase.session.' + client.projectId;
+    this._listeners = new Set();
+    this._session = this._load();
+    // Another tab logging in or out changes localStorage: follow it.
+    if (typeof window !== 'undefined' && window.addEventListener && storage === defaultStorageOf()) {
+      this._onStorage = (e) => {
+        if (e.key === this._key) this._set(this._load(), false);
+      };
+      window.addEventListener('storage', this._onStorage);
+    }
+  }
+
+  _detach() {
+    if (this._onStorage) window.removeEventListener('storage', this._onStorage);
+  }
+
+  _load() {
+    try {
+      const raw = this._storage.getItem(this._key);
+      const s = raw ? JSON.parse(raw) : null;
+      return s && typeof s.token === 'string' ? { token: s.token, user: s.user || null } : null;
+    } catch (_) {
+      return null;
+    }
+  }
+
+  _set(session, persist = true) {
+    const before = this._session ? this._session.token : null;
+    this._session = session;
+    if (persist) {
+      if (session) this._storage.setItem(this._key, JSON.stringify(session));
+      else this._storage.removeItem(this._key);
+    }
+    if ((session ? session.token : null) !== before) {
+      for (const cb of [...this._listeners]) {
+        try {
+          cb(session);
+        } catch (e) {
+          console.error('edgebase: auth.onChange listener threw', e);
+        }
+      }
+    }
+  }
+
+  _action(action, fields, safe = false) {
+    return this._c.request('POST', '/api/auth', { body: { action, ...fields }, safe });
+  }
+
+  /** The session token, or null when signed out. */
+  token() { return this._session ? this._session.token : null; }
+
+  /** The signed-in user as last seen, or null. */
+  user() { return this._session ? this._session.user : null; }
+
+  /** Calls cb(session | null) after every change of the session token; returns an unsubscribe. */
+  onChange(cb) {
+    this._listeners.add(cb);
+    return () => { this._listeners.delete(cb); };
+  }
+
+  async register(email, password, name) {
+    const r = await this._action('register', { email, password, name: name || '' });
+    this._set({ token: r.data.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  /** Either {requiresTotp:false, token, user} (signed in) or {requiresTotp:true, loginTicket, expiresIn}. */
+  async login(email, password) {
+    const r = await this._action('login', { email, password });
+    if (!r.data.requiresTotp) this._set({ token: r.data.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  async loginVerify(loginTicket, code) {
+    const r = await this._action('login-verify', { loginTicket, code: String(code) });
+    this._set({ token: r.data.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  /** Ends the session on the server and forgets it here (also when the server no longer knows it). */
+  async logout() {
+    try {
+      const r = await this._action('logout', {});
+      return withRevision(r);
+    } catch (e) {
+      if (e.status !== 401) throw e;
+      return { ok: true };
+    } finally {
+      this._set(null);
+    }
+  }
+
+  async me(opts) {
+    const r = await this._c.request('POST', '/api/auth', { body: { action: 'me' }, headers: readHeaders(opts), safe: true });
+    if (this._session) this._set({ token: this._session.token, user: r.data.user });
+    return r.data.user;
+  }
+
+  /** Changes the password; every other session ends and this one is replaced by the answer's token. */
+  async changePassword(currentPassword, newPassword) {
+    const r = await this._action('change-password', { currentPassword, newPassword });
+    this._set({ token: r.data.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  async resetPassword(email, verifyToken, newPassword) {
+    return withRevision(await this._action('reset-password', { email, verifyToken, newPassword }));
+  }
+
+  /** Proves the password again (and the code when TOTP is on) for second-factor changes. */
+  async reauthenticate(password, code) {
+    return withRevision(await this._action('reauthenticate', code == null ? { password } : { password, code: String(code) }));
+  }
+
+  async disableTotp(code) {
+    const r = await this._action('disable-totp', { code: String(code) });
+    if (this._session && r.data.user) this._set({ token: this._session.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  async enrollAuthenticator() {
+    return withRevision(await this._c.request('POST', '/api/authenticator/enroll', {}));
+  }
+
+  async confirmAuthenticator(code) {
+    return withRevision(await this._c.request('POST', '/api/authenticator/confirm', { body: { code: String(code) } }));
+  }
+
+  /** Proves a TOTP code for a password reset; returns {verifyToken, expiresIn}. */
+  async verifyAuthenticator(email, code) {
+    const r = await this._c.request('POST', '/api/authenticator/verify',
+      { body: { email, code: String(code), projectId: this._c.projectId } });
+    return r.data;
+  }
+}
+
+let _localStorageRef;
+function defaultStorageOf() {
+  if (_localStorageRef === undefined) {
+    try {
+      _localStorageRef = typeof window !== 'undefined' ? window.localStorage : null;
+    } catch (_) {
+      _localStorageRef = null;
+    }
+  }
+  return _localStorageRef;
+}
+
+// ---------------------------------------------------------------- db
+
+class Db {
+  constructor(client) { this._c = client; }
+
+  _read(query, opts) {
+    return this._c.request('GET', '/api/db', {
+      query: { ...query, consistency: opts && opts.consistency },
+      headers: readHeaders(opts),
+      safe: true,
+    });
+  }
+
+  /** The document at path, or null when there is none. */
+  async get(path, opts) {
+    try {
+      return (await this._read({ collection: path }, opts)).data;
+    } catch (e) {
+      if (e.status === 404 && e.code === 'not_found') return null;
+      throw e;
+    }
+  }
+
+  /** One page of the direct children of path: {documents, nextPageToken?}. */
+  async list(path, opts) {
+    const o = opts || {};
+    return (await this._read({ collection: path, list: 'true', limit: o.limit, pageToken: o.pageToken }, o)).data;
+  }
+
+  /** Creates or replaces the document; `created` says which. */
+  async set(path, data, opts) {
+    const r = await this._c.request('POST', '/api/db', {
+      body: { collection: path, data }, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
+    });
+    return { ...withRevision(r), created: r.status === 201 };
+  }
+
+  /** Sets a field (oldKey == newKey, the default) or renames oldKey to newKey with value. */
+  async update(path, change, opts) {
+    const c = change || {};
+    const body = { oldKey: c.oldKey, newKey: c.newKey == null ? c.oldKey : c.newKey, value: c.value };
+    if (c.type != null) body.type = c.type;
+    const r = await this._c.request('PUT', '/api/db', {
+      query: { collection: path }, body, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
+    });
+    return withRevision(r);
+  }
+
+  async deleteField(path, field, opts) {
+    const r = await this._c.request('DELETE', '/api/db', {
+      query: { collection: path, field }, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
+    });
+    return withRevision(r);
+  }
+
+  async delete(path, opts) {
+    const r = await this._c.request('DELETE', '/api/db', {
+      query: { collection: path }, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
+    });
+    return withRevision(r);
+  }
+
+  /** Commits 1..500 writes atomically: {revision, results}. Retried only when every write carries ifMatch. */
+  async batch(writes) {
+    const safe = Array.isArray(writes) && writes.length > 0 && writes.every((w) => w && w.ifMatch != null);
+    return withRevision(await this._c.request('POST', '/api/db/batch', { body: { writes }, safe }));
+  }
+
+  async getRules() {
+    return (await this._c.request('GET', '/api/db/rules', { safe: true })).data;
+  }
+
+  async setRules(rules) {
+    return withRevision(await this._c.request('PUT', '/api/db/rules', { body: { rules } }));
+  }
+}
+
+// ---------------------------------------------------------------- push
+
+class Push {
+  constructor(client) { this._c = client; }
+
+  async _post(route, body, opts) {
+    return withRevision(await this._c.request('POST', '/api/notifications/' + route, { body, ...opts }));
+  }
+
+  async _get(route, query) {
+    return (await this._c.request('GET', '/api/notifications/' + route, { query, safe: true })).data;
+  }
+
+  register(token, platform) { return this._post('register', { token, deviceInfo: { platform: platform || 'web' } }); }
+  unregister(token) { return this._post('unregister', { token }); }
+  async devices() { return (await this._get('devices')).devices; }
+  subscribe(topic) { return this._post('subscribe', { topic }); }
+  unsubscribe(topic) { return this._post('unsubscribe', { topic }); }
+  async topics() { return (await this._get('topics')).topics; }
+  getPreferences() { return this._get('preferences'); }
+  async setPreferences(prefs) {
+    return withRevision(await this._c.request('PUT', '/api/notifications/preferences', { body: prefs || {} }));
+  }
+  history(opts) { return this._get('history', { limit: opts && opts.limit, cursor: opts && opts.cursor }); }
+  schedule(notification) { return this._post('schedule', notification); }
+  scheduled(opts) { return this._get('scheduled', { limit: opts && opts.limit, cursor: opts && opts.cursor }); }
+  async cancel(id) {
+    return withRevision(await this._c.request('DELETE', '/api/notifications/scheduled/' + encodeURIComponent(id)));
+  }
+  togglePush(enabled) { return this._post('toggle-push', { projectId: this._c.projectId, enabled: !!enabled }); }
+  sendToProject(n) { return this._post('send-to-project/' + encodeURIComponent(this._c.projectId), n); }
+  sendToUser(userId, n) { return this._post('send-to-user/' + encodeURIComponent(userId), n); }
+  sendToTopic(topic, n) { return this._post('send-to-topic', { ...n, topic }); }
+}
+
+// ---------------------------------------------------------------- realtime
+
+// Close codes after which reconnecting with the same credentials cannot help
+// (bad or ended session, origin refused, protocol violation): the connection
+// waits for a token change or realtime.reconnect().
+const FINAL_CLOSE = new Set([1008, 4001, 4003]);
+
+class Realtime {
+  constructor(client, o) {
+    this._c = client;
+    this._WS = o.WebSocket || null;
+    this._minBackoff = o.minBackoff == null ? 100 : o.minBackoff;
+    this._maxBackoff = o.maxBackoff == null ? 5000 : o.maxBackoff;
+    this._pingInterval = o.pingInterval == null ? 20000 : o.pingInterval;
+    this._subs = new Map();
+    this._notes = new Set();
+    this._statusCbs = new Set();
+    this._status = { state: 'idle' };
+    this._ws = null;
+    this._ready = false;
+    this._attempt = 0;
+    this._timer = null;
+    this._pinger = null;
+    this._seq = 0;
+    this._closed = false;
+    this._stopped = false;
+    this._serverError = null;
+    client.auth.onChange(() => this._credentialsChanged());
+  }
+
+  /** The connection's state: idle, connecting, ready, disconnected or stopped (with error). */
+  get status() { return this._status; }
+
+  onStatus(cb) {
+    this._statusCbs.add(cb);
+    return () => { this._statusCbs.delete(cb); };
+  }
+
+  /** Calls cb({type:"notification", ...}) for each push notification delivered to the signed-in user. */
+  onNotification(cb) {
+    this._notes.add(cb);
+    this._closed = false;
+    this._ensure();
+    return () => {
+      this._notes.delete(cb);
+      this._idleCheck();
+    };
+  }
+
+  /**
+   * Subscribes to the document at path (with {prefix:true}, also to every
+   * document below it). onEvent gets a snapshot, then changes, each once and
+   * in order across reconnects; or a reset followed by a fresh snapshot; or
+   * an error that ends the subscription.
+   */
+  subscribe(path, opts, onEvent) {
+    if (typeof opts === 'function') {
+      onEvent = opts;
+      opts = {};
+    }
+    if (typeof onEvent !== 'function') {
+      throw new EdgebaseError({ code: 'invalid_argument', field: 'onEvent', message: 'subscribe needs an onEvent callback' });
+    }
+    const sub = {
+      id: 's' + ++this._seq, path, prefix: !!(opts && opts.prefix), onEvent,
+      started: false, resetting: false, pending: [], rev: 0, open: false, seen: new Set(),
+    };
+    this._subs.set(sub.id, sub);
+    this._closed = false;
+    if (this._ready) this._sendSubscribe(sub);
+    else this._ensure();
+    return {
+      id: sub.id,
+      get revision() { return sub.rev; },
+      unsubscribe: () => {
+        if (this._subs.get(sub.id) !== sub) return;
+        this._subs.delete(sub.id);
+        if (this._ready) this._send({ op: 'unsubscribe', id: sub.id });
+        this._idleCheck();
+      },
+    };
+  }
+
+  /** Tries to connect again at once (after a stop, or to cut a backoff short). */
+  reconnect() {
+    this._stopped = false;
+    this._attempt = 0;
+    this._restart();
+  }
+
+  /** Ends every subscription and the connection. */
+  close() {
+    this._closed = true;
+    this._subs.clear();
+    this._notes.clear();
+    this._teardown(1000, 'closed');
+    this._setStatus({ state: 'idle' });
+  }
+
+  _setStatus(s) {
+    this._status = s;
+    for (const cb of [...this._statusCbs]) {
+      try {
+        cb(s);
+      } catch (e) {
+        console.error('edgebase: realtime.onStatus listener threw', e);
+      }
+    }
+  }
+
+  _wanted() { return !this._closed && (this._subs.size > 0 || this._notes.size > 0); }
+
+  _idleCheck() {
+    if (!this._wanted()) {
+      this._teardown(1000, 'idle');
+      this._setStatus({ state: 'idle' });
+    }
+  }
+
+  _ensure() {
+    if (!this._wanted() || this._ws || this._timer || this._stopped) return;
+    this._connect();
+  }
+
+  _credentialsChanged() {
+    // The connection authenticated with the old token: start over with the
+    // new one; subscriptions resume with since.
+    this._stopped = false;
+    this._attempt = 0;
+    this._restart();
+  }
+
+  _restart() {
+    this._teardown(1000, 'reconnecting');
+    if (this._wanted()) this._connect();
+  }
+
+  _teardown(code, reason) {
+    if (this._timer) clearTimeout(this._timer);
+    this._timer = null;
+    this._stopPinger();
+    const ws = this._ws;
+    this._ws = null;
+    this._ready = false;
+    for (const sub of this._subs.values()) sub.pending = [];
+    if (ws) {
+      ws.onopen = ws.onmessage = ws.onerror = ws.onclose = null;
+      try {
+        ws.close(code, reason);
+      } catch (_) {
+        // already closed
+      }
+    }
+  }
+
+  _connect() {
+    const token = this._c.auth.token();
+    if (!token) {
+      this._setStatus({ state: 'stopped', error: new EdgebaseError({ code: 'missing_token', message: 'sign in to use realtime' }) });
+      return;
+    }
+    const WS = this._WS || (typeof WebSocket !== 'undefined' ? WebSocket : null);
+    if (!WS) {
+      this._stopped = true;
+      this._setStatus({ state: 'stopped', error: new EdgebaseError({ code: 'websocket_unavailable',
+        message: 'no WebSocket: pass one in createClient options (Node 20: run with --experimental-websocket)' }) });
+      return;
+    }
+    const url = this._c.url.replace(/^http/, 'ws') + '/api/realtime';
+    this._setStatus({ state: 'connecting' });
+    this._serverError = null;
+    let ws;
+    try {
+      ws = new WS(url);
+    } catch (e) {
+      this._scheduleReconnect(new EdgebaseError({ code: 'network_error', message: String(e && e.message ? e.message : e), cause: e }));
+      return;
+    }
+    this._ws = ws;
+    ws.onopen = () => {
+      // Credentials go in the first message, never in the URL.
+      ws.send(JSON.stringify({ op: 'auth', token, projectId: this._c.projectId, apiKey: this._c.apiKey }));
+    };
+    ws.onmessage = (ev) => this._onMessage(ev.data);
+    // Some WebSockets (Node 20's) report a failed connection with an error
+    // and no close event: anything but an open socket counts as closed.
+    ws.onerror = () => {
+      if (ws.readyState !== 1) this._onClose(1006, 'connection failed');
+    };
+    ws.onclose = (ev) => this._onClose(ev.code, ev.reason);
+  }
+
+  _onClose(code, reason) {
+    const err = this._serverError || new EdgebaseError({ status: 0, code: 'connection_closed', message: `connection closed (${code}${reason ? ' ' + reason : ''})` });
+    this._teardown(1000, '');
+    if (!this._wanted()) return;
+    if (FINAL_CLOSE.has(code)) {
+      this._stopped = true;
+      this._setStatus({ state: 'stopped', code, error: err });
+      return;
+    }
+    this._scheduleReconnect(err, code);
+  }
+
+  _scheduleReconnect(error, code) {
+    this._ws = null;
+    const wait = backoff(this._attempt++, this._minBackoff, this._maxBackoff);
+    this._setStatus({ state: 'disconnected', code, error, retryIn: Math.round(wait) });
+    this._timer = setTimeout(() => {
+      this._timer = null;
+      if (this._wanted() && !this._ws) this._connect();
+    }, wait);
+  }
+
+  _send(msg) {
+    if (this._ws) this._ws.send(JSON.stringify(msg));
+  }
+
+  _startPinger() {
+    if (!(this._pingInterval > 0)) return;
+    let waiting = false;
+    this._heard = () => { waiting = false; };
+    this._pinger = setInterval(() => {
+      if (waiting) {
+        // No answer to the last ping: the connection is dead.
+        const ws = this._ws;
+        this._teardown(1000, 'ping timeout');
+        if (ws) this._scheduleReconnect(new EdgebaseError({ code: 'connection_closed', message: 'ping unanswered' }));
+        return;
+      }
+      waiting = true;
+      this._send({ op: 'ping' });
+    }, this._pingInterval);
+  }
+
+  _stopPinger() {
+    if (this._pinger) clearInterval(this._pinger);
+    this._pinger = null;
+    this._heard = null;
+  }
+
+  _onMessage(raw) {
+    let m;
+    try {
+      m = JSON.parse(typeof raw === 'string' ? raw : new TextDecoder().decode(raw));
+    } catch (_) {
+      return;
+    }
+    if (this._heard) this._heard();
+    switch (m.op) {
+      case 'ready':
+        this._ready = true;
+        this._attempt = 0;
+        this._startPinger();
+        this._setStatus({ state: 'ready', userId: m.userId, revision: m.revision });
+        for (const sub of this._subs.values()) this._sendSubscribe(sub);
+        return;
+      case 'pong':
+      case 'unsubscribed':
+        return;
+      case 'notification': {
+        const n = { ...m, type: 'notification' };
+        delete n.op;
+        for (const cb of [...this._notes]) emit(cb, n);
+        return;
+      }
+      case 'error':
+        if (!m.id) {
+          // The server is about to close (bad credentials, ended session).
+          this._serverError = new EdgebaseError({ code: m.code, message: m.message });
+          return;
+        }
+        break;
+      default:
+        break;
+    }
+    const sub = m.id && this._subs.get(m.id);
+    if (sub) this._handle(sub, m);
+  }
+
+  _sendSubscribe(sub) {
+    const msg = { op: 'subscribe', id: sub.id, collection: sub.path };
+    if (sub.prefix) msg.prefix = true;
+    if (sub.started) {
+      // The changes of the last revision may have been cut by the drop: ask
+      // for that revision again and drop the changes already delivered.
+      msg.since = sub.open && sub.rev > 0 ? sub.rev - 1 : sub.rev;
+    }
+    sub.pending = [];
+    this._send(msg);
+  }
+
+  _handle(sub, m) {
+    switch (m.op) {
+      case 'snapshot':
+        sub.pending.push(...(m.documents || []));
+        if (m.more) return;
+        sub.started = true;
+        sub.resetting = false;
+        sub.rev = m.revision;
+        sub.open = false;
+        sub.seen.clear();
+        emit(sub.onEvent, { type: 'snapshot', documents: sub.pending, revision: m.revision });
+        sub.pending = [];
+        return;
+      case 'reset':
+        sub.pending = [];
+        sub.resetting = true;
+        emit(sub.onEvent, { type: 'reset', revision: m.revision });
+        return;
+      case 'resumed':
+        if (m.revision >= sub.rev) {
+          sub.rev = m.revision;
+          sub.open = false;
+          sub.seen.clear();
+        }
+        return;
+      case 'change': {
+        if (m.revision > sub.rev) {
+          sub.rev = m.revision;
+          sub.open = true;
+          sub.seen.clear();
+        } else if (!(m.revision === sub.rev && sub.open && !sub.seen.has(m.collection))) {
+          return; // already delivered before the reconnect
+        }
+        sub.seen.add(m.collection);
+        emit(sub.onEvent, {
+          type: 'change', collection: m.collection, revision: m.revision, changeType: m.type,
+          data: m.data === undefined ? null : m.data, updateTime: m.updateTime || null,
+        });
+        return;
+      }
+      case 'error':
+        this._subs.delete(sub.id);
+        emit(sub.onEvent, { type: 'error', error: new EdgebaseError({ code: m.code, message: m.message }) });
+        this._idleCheck();
+        return;
+      default:
+    }
+  }
+}
+
+function emit(cb, ev) {
+  try {
+    cb(ev);
+  } catch (e) {
+    console.error('edgebase: event listener threw', e);
+  }
+}
+
+export default createClient;
