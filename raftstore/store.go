@@ -302,11 +302,15 @@ func Open(cfg Config) (*Store, error) {
 		s.closeStores()
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
-	s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, s.transport)
+	// Raft's heartbeat fast path must not change the term or role off its
+	// main loop (heartbeat.go: a resumed leader diverged without this).
+	trans, heartbeats := guardHeartbeats(s.transport)
+	s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.logs, snaps, trans)
 	if err != nil {
 		s.closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	heartbeats.attach(s.raft)
 	if !hasState && cfg.Bootstrap {
 		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: s.transport.LocalAddr(), Suffrage: raft.Voter}}}
 		if err := s.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
