@@ -171,6 +171,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/admin/backup", s.admin(s.handleBackup))
 	s.mux.HandleFunc("/healthz", s.getOnly(s.handleHealthz))
 	s.mux.HandleFunc("/readyz", s.getOnly(s.handleReadyz))
+	s.mux.HandleFunc("/api/openapi.json", s.getOnly(s.handleOpenAPI))
 	if s.metricsPage != nil {
 		s.mux.HandleFunc("/metrics", s.handleMetrics)
 	}
