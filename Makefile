@@ -12,7 +12,7 @@ TEST_BIN_DIR := $(CURDIR)/bin/test
 # docker-compose (v1) where it is installed, else the compose plugin.
 COMPOSE     ?= $(shell if command -v docker-compose >/dev/null 2>&1; then echo docker-compose; else echo docker compose; fi)
 
-.PHONY: build run test test-bins robustness bench image image-prometheus compose-up compose-monitoring compose-down clean
+.PHONY: build run test test-js test-bins robustness bench image image-prometheus compose-up compose-monitoring compose-down clean
 
 ## build: static binary at ./bin/edgebase
 build:
@@ -29,6 +29,11 @@ test: test-bins $(STATICCHECK)
 	$(GO) vet ./... && $(STATICCHECK) ./... && \
 	EDGEBASE_TEST_BIN_DIR=$(TEST_BIN_DIR) $(GO) test -race -count=1 ./... && \
 	$(GO) test -count=1 -run '^TestPushFanOut100k$$' -v ./node
+
+## test-js: the JavaScript SDK's tests alone (clients/js: node --test against a
+## real node process, tsc --strict over its types); `make test` runs them too
+test-js: test-bins
+	EDGEBASE_TEST_BIN_DIR=$(TEST_BIN_DIR) $(GO) test -count=1 -v -run '^(TestNodeSDK|TestTypes)$$' ./clients/js
 
 ## test-bins: the edgebase binaries that e2e/process, robustness and the
 ## docker-compose test run, built once before the tests (not by each package

@@ -517,7 +517,7 @@ class Realtime {
     }
     const sub = {
       id: 's' + ++this._seq, path, prefix: !!(opts && opts.prefix), onEvent,
-      started: false, resetting: false, pending: [], rev: 0, open: false, seen: new Set(),
+      started: false, pending: [], rev: 0, open: false, seen: new Set(),
     };
     this._subs.set(sub.id, sub);
     this._closed = false;
@@ -750,7 +750,6 @@ class Realtime {
         sub.pending.push(...(m.documents || []));
         if (m.more) return;
         sub.started = true;
-        sub.resetting = false;
         sub.rev = m.revision;
         sub.open = false;
         sub.seen.clear();
@@ -759,7 +758,6 @@ class Realtime {
         return;
       case 'reset':
         sub.pending = [];
-        sub.resetting = true;
         emit(sub.onEvent, { type: 'reset', revision: m.revision });
         return;
       case 'resumed':

@@ -3,6 +3,10 @@
 import assert from 'node:assert/strict';
 import { createHmac, randomBytes } from 'node:crypto';
 import { createClient, EdgebaseError } from '../edgebase.js';
+import { NodeWebSocket } from './wsshim.mjs';
+
+/** The WebSocket the tests use: Node's own (Node >= 22, or 20 with --experimental-websocket), else the shim. */
+export const WS = (!process.env.EDGEBASE_TEST_WS_SHIM && globalThis.WebSocket) || NodeWebSocket;
 
 function need(name) {
   const v = process.env[name];
@@ -24,7 +28,7 @@ export const PASSWORD = 'correct horse battery 42';
 
 /** A client of the test project (memory storage unless given). */
 export function client(extra = {}) {
-  return createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, ...extra });
+  return createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, ...extra });
 }
 
 export function unique(prefix = 'x') {
@@ -138,7 +142,7 @@ export function controlledWebSocket() {
   const state = { blocked: false, dropWhen: null, opened: 0 };
   class ControlledWebSocket {
     constructor(url) {
-      const real = new WebSocket(state.blocked ? 'ws://127.0.0.1:9/' : url);
+      const real = new WS(state.blocked ? 'ws://127.0.0.1:9/' : url);
       this._real = real;
       this._dead = false;
       this.onopen = this.onmessage = this.onerror = this.onclose = null;
