@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
@@ -33,7 +34,10 @@ type fsm struct {
 	gen int // N of the tree-N directory in use
 
 	applied *indexWaiter
-	feed    *Feed
+	// appliedTerm is the term of the entry at the applied index (0:
+	// unknown), kept in the tree with it (keyAppliedTerm).
+	appliedTerm atomic.Uint64
+	feed        *Feed
 	// decider judges txns with a caller (nil: such txns are refused).
 	decider Decider
 	// guard is held shared by long read transactions (SnapshotRead) on db
@@ -79,12 +83,13 @@ func openFSM(base string, logger *slog.Logger, feed *Feed) (*fsm, error) {
 		return nil, fmt.Errorf("change log floor: %w", err)
 	}
 	f := &fsm{logger: logger, base: base, db: db, gen: gen, applied: newIndexWaiter(), feed: feed, guard: &sync.RWMutex{}}
-	idx, err := readApplied(db)
+	idx, term, err := readAppliedEntry(db)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	f.applied.set(idx)
+	f.appliedTerm.Store(term)
 	return f, nil
 }
 
@@ -127,6 +132,22 @@ func openTreeDB(dir string, logger *slog.Logger, syncWrites bool) (*badger.DB, e
 		return nil, fmt.Errorf("open tree db %s: %w", dir, err)
 	}
 	return db, nil
+}
+
+// readAppliedEntry returns the applied index and the term of its entry (0:
+// unknown).
+func readAppliedEntry(db *badger.DB) (index, term uint64, err error) {
+	if index, err = readApplied(db); err != nil {
+		return 0, 0, err
+	}
+	err = db.View(func(txn *badger.Txn) error {
+		term, _, err = readUint64(txn, keyAppliedTerm)
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("read applied term: %w", err)
+	}
+	return index, term, nil
 }
 
 func readApplied(db *badger.DB) (uint64, error) {
@@ -176,6 +197,7 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // fresh transaction when Badger says the current one is full.
 type entryWrites struct {
 	index  uint64
+	term   uint64
 	time   int64       // the Txn's time, for change log compaction
 	keys   []string    // full paths in write order
 	docs   []*Document // nil means delete
@@ -184,21 +206,22 @@ type entryWrites struct {
 
 // ApplyBatch implements raft.BatchingFSM: one Badger transaction for the
 // whole batch (not fsynced: the Raft log was, see openTreeDB), with the last
-// applied index in the same transaction so that replays after a restart are
-// skipped exactly.
+// applied index and its entry's term in the same transaction so that replays
+// after a restart are skipped exactly, and checked (checkTerm).
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 
 	results := make([]any, len(logs))
-	last := f.applied.get()
+	last, lastTerm := f.applied.get(), f.appliedTerm.Load()
 	txn := f.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var pending []*entryWrites
 	var events []Event
-	newLast := last
+	newLast, newTerm := last, lastTerm
 
 	for i, l := range logs {
+		f.checkTerm(l, newLast, newTerm)
 		if l.Index <= last {
 			// Already in our persistent state: raft replays its log after a restart.
 			results[i] = &TxnResult{Revision: l.Index}
@@ -235,13 +258,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 		pending = append(pending, w)
 		events = append(events, w.events...)
-		newLast = l.Index
+		newLast, newTerm = l.Index, l.Term
 	}
 	if newLast > last {
 		if err := txn.Commit(); err != nil {
 			f.fatal("commit batch", newLast, err)
 		}
 		f.syncIfLarge(pending, newLast)
+		f.appliedTerm.Store(newTerm)
 		f.applied.set(newLast)
 		if len(events) > 0 {
 			f.feed.publish(Batch{Revision: newLast, Events: events})
@@ -270,6 +294,37 @@ func (f *fsm) syncIfLarge(entries []*entryWrites, index uint64) {
 	}
 }
 
+// errDiverged reports an entry that cannot belong to the log this tree was
+// applied from: this replica has diverged from the cluster.
+var errDiverged = errors.New("the entry contradicts the applied state: this replica diverged")
+
+// checkTerm stops the node on an entry that contradicts what the tree
+// applied: terms never decrease along a Raft log, so an entry at or below
+// the applied index must have a term no newer than the applied entry's, the
+// same term at that very index, and an entry after it a term no older.
+// Raft replays entries at or below the applied index after a restart, and
+// the FSM skips them; without this check a replica handed other entries at
+// those indexes (a log that diverged) would skip them silently. lastTerm 0
+// (a tree from before the term was kept) checks nothing.
+func (f *fsm) checkTerm(l *raft.Log, applied, lastTerm uint64) {
+	if lastTerm == 0 {
+		return
+	}
+	var bad bool
+	switch {
+	case l.Index < applied:
+		bad = l.Term > lastTerm
+	case l.Index == applied:
+		bad = l.Term != lastTerm
+	default:
+		bad = l.Term < lastTerm
+	}
+	if bad {
+		f.fatal("check entry against the applied state", l.Index,
+			fmt.Errorf("%w: entry %d has term %d, the applied entry %d has term %d", errDiverged, l.Index, l.Term, applied, lastTerm))
+	}
+}
+
 // fatal stops the node: applying must not diverge from the other replicas, so
 // an entry we cannot apply is not skipped.
 func (f *fsm) fatal(what string, index uint64, err error) {
@@ -279,7 +334,7 @@ func (f *fsm) fatal(what string, index uint64, err error) {
 
 // applyEntry evaluates one log entry against txn without writing to it.
 func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
-	w := &entryWrites{index: l.Index}
+	w := &entryWrites{index: l.Index, term: l.Term}
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil, w
 	}
@@ -350,9 +405,13 @@ func flushEntry(txn *badger.Txn, w *entryWrites) error {
 			return err
 		}
 	}
-	var idx [8]byte
+	var idx, term [8]byte
 	binary.BigEndian.PutUint64(idx[:], w.index)
-	return txn.Set(keyApplied, idx[:])
+	binary.BigEndian.PutUint64(term[:], w.term)
+	if err := txn.Set(keyApplied, idx[:]); err != nil {
+		return err
+	}
+	return txn.Set(keyAppliedTerm, term[:])
 }
 
 // overlay gives one entry a private view: reads see the entry's own earlier
@@ -606,7 +665,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		_ = db.Close()
 		return fmt.Errorf("load snapshot: %w", err)
 	}
-	idx, err := readApplied(db)
+	idx, term, err := readAppliedEntry(db)
 	if err != nil {
 		_ = db.Close()
 		return err
@@ -628,6 +687,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	old, oldGen, oldGuard := f.db, f.gen, f.guard
 	f.db, f.gen, f.guard = db, gen, &sync.RWMutex{}
+	f.appliedTerm.Store(term)
 	f.applied.set(idx)
 	f.mu.Unlock()
 	f.feed.publish(Batch{Revision: idx, Reset: true})

@@ -166,11 +166,11 @@ func dumpTxn(txn *badger.Txn) []kv {
 	return out
 }
 
-// withoutApplied drops the applied-index key from a dump.
+// withoutApplied drops the applied index and its term from a dump.
 func withoutApplied(d []kv) []kv {
 	var out []kv
 	for _, e := range d {
-		if !bytes.Equal(e.key, keyApplied) {
+		if !bytes.Equal(e.key, keyApplied) && !bytes.Equal(e.key, keyAppliedTerm) {
 			out = append(out, e)
 		}
 	}

@@ -204,6 +204,12 @@ func buildRestore(ctx context.Context, cfg RestoreConfig, staging string) (Resto
 	if err := ensureLogFloor(db); err != nil {
 		return out, fmt.Errorf("change log floor: %w", err)
 	}
+	// The applied entry is now the new cluster's snapshot, of its first
+	// term: the old cluster's term would make every entry after it look
+	// older than the applied one (fsm.checkTerm).
+	if err := db.Update(func(txn *badger.Txn) error { return putUint64(txn, keyAppliedTerm, restoreTerm) }); err != nil {
+		return out, fmt.Errorf("set the applied term: %w", err)
+	}
 	if out.OldMembers, err = dropPrefix(db, NodeRecordPath("")); err != nil {
 		return out, fmt.Errorf("drop old member records: %w", err)
 	}

@@ -31,6 +31,10 @@ const (
 
 var keyApplied = []byte{spaceMeta, 'a', 'p', 'p', 'l', 'i', 'e', 'd'}
 
+// keyAppliedTerm holds the Raft term of the entry at the applied index,
+// written with it (absent in trees applied before it existed: unknown).
+var keyAppliedTerm = []byte{spaceMeta, 'l', 'a', 's', 't', 't', 'e', 'r', 'm'}
+
 func docKey(path string) []byte {
 	k := make([]byte, 0, len(path)+1)
 	k = append(k, spaceDoc)
