@@ -26,8 +26,9 @@ import (
 // what must be stored afterwards.
 
 // client bounds every request so that a server that hangs fails the test
-// instead of stalling the whole package.
-var client = &http.Client{Timeout: 60 * time.Second}
+// instead of stalling the whole package, and checks every response against
+// docs/openapi.json (openapicheck_test.go).
+var client = &http.Client{Timeout: 60 * time.Second, Transport: checkingTransport{next: http.DefaultTransport}}
 
 // account is a registered user with a live session.
 type account struct {
@@ -134,10 +135,12 @@ func (e *env) send(ctx context.Context, method, target string, headers map[strin
 
 func (e *env) mustSend(t testing.TB, method, target string, headers map[string]string, body string) reply {
 	t.Helper()
-	r, err := e.send(context.Background(), method, target, headers, body)
+	ctx, reportAPI := checkedContext(t)
+	r, err := e.send(ctx, method, target, headers, body)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, target, err)
 	}
+	reportAPI()
 	return r
 }
 
