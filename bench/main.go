@@ -48,6 +48,7 @@ type options struct {
 	docs        int
 	accounts    int
 	subscribers int     // realtime scenarios: WebSocket subscribers
+	jsDocs      int     // JS: documents of the SDK memory measurement
 	rate        float64 // RT1/RT1F: writes per second
 	json        bool
 	targets     []string
@@ -86,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.valueSize, "value-size", 256, "bytes of the value each written document holds")
 	fs.IntVar(&o.docs, "docs", 1000, "documents written up front for the read scenarios")
 	fs.IntVar(&o.accounts, "accounts", 64, "end-user accounts registered up front for the login scenarios")
+	fs.IntVar(&o.jsDocs, "js-docs", 10000, "documents held by the JS scenario's SDK subscription whose heap it measures")
 	fs.IntVar(&o.subscribers, "subscribers", 1000, "WebSocket subscribers of the realtime scenarios (RT*), all connected to one node")
 	fs.Float64Var(&o.rate, "rate", 10, "writes per second of the paced realtime scenarios (RT1, RT1F)")
 	fs.BoolVar(&o.json, "json", false, "print the results as one JSON object on stdout (the table goes to stderr)")
@@ -171,7 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--nodes names no cluster size")
 	case len(o.scenarios) == 0:
 		return nil, errors.New("--scenarios names no scenario")
-	case o.ops < 0 || o.runs < 1 || o.clients < 1 || o.valueSize < 0 || o.docs < 1 || o.accounts < 1 || o.subscribers < 1:
+	case o.ops < 0 || o.runs < 1 || o.clients < 1 || o.valueSize < 0 || o.docs < 1 || o.accounts < 1 || o.subscribers < 1 || o.jsDocs < 1:
 		return nil, errors.New("--ops, --runs, --clients, --value-size, --docs, --accounts and --subscribers must be positive")
 	case !(o.rate > 0 && o.rate <= 100000):
 		return nil, errors.New("--rate must be above 0 (writes per second)")
@@ -315,6 +317,9 @@ type result struct {
 
 	// SlowSubscriber: S2's p99 of W2 with and without the slow subscriber.
 	SlowSubscriber *slowResult `json:"slowSubscriber,omitempty"`
+
+	// JS: the JavaScript SDK subscriber's ramps and heap (jssdk.go).
+	JS *jsResult `json:"js,omitempty"`
 }
 
 func (r *result) flagged() bool { return r.Errors > 0 || r.Failed != "" || r.timedOut() }
@@ -505,6 +510,7 @@ func benchCluster(ctx context.Context, hc *http.Client, c *cluster, o *options, 
 		return out
 	}
 	e := newEnv(hc, c, pr, o)
+	defer e.close()
 	for _, s := range o.scenarios {
 		if ctx.Err() != nil {
 			break

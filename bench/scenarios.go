@@ -225,6 +225,17 @@ var scenarios = []scenario{
 		Run:        runSchedules,
 		Summary:    summarizePush,
 	},
+	{
+		Name:       "JS",
+		What:       "JavaScript SDK subscriber: one clients/js subscriber in a Node process (bench/js/subscriber.mjs) on the leader; a run ramps batched changes through 1k..40k/s (7 steps), 2 s a step, until it falls behind (ops = change events; ops/s = the SDK's event rate at the highest rate it kept up with); also the heap of a subscription holding --js-docs documents",
+		Clients:    func(*options) int { return 1 },
+		DefaultOps: len(jsRates),
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Prepare:    prepareJS,
+		Ops:        func(*options) int { return len(jsRates) },
+		Run:        runJS,
+		Summary:    summarizeJS,
+	},
 }
 
 func findScenario(name string) (*scenario, bool) {
@@ -257,6 +268,15 @@ type env struct {
 
 	push *pushState // the push scenarios' setup (push.go)
 	slow *slowState // S2's runs (slowsub.go)
+	js   *jsState   // the JS scenario's Node subscriber (jssdk.go)
+}
+
+// close stops what the scenarios left running.
+func (e *env) close() {
+	if e.js != nil {
+		e.js.stop()
+		e.js = nil
+	}
 }
 
 func newEnv(hc *http.Client, c *cluster, pr project, o *options) *env {

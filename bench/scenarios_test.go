@@ -20,8 +20,8 @@ func TestScenarioTable(t *testing.T) {
 			t.Errorf("scenario %s twice", s.Name)
 		}
 		seen[s.Name] = true
-		if s.What == "" || s.Clients == nil || s.Target == nil || (s.Op == nil) == (s.Realtime == nil) || s.DefaultOps < 1 || s.Clients(o) < 1 {
-			t.Errorf("scenario %s is incomplete (it needs either an Op or Realtime)", s.Name)
+		if s.What == "" || s.Clients == nil || s.Target == nil || (s.Op == nil && s.Run == nil) == (s.Realtime == nil) || s.DefaultOps < 1 || s.Clients(o) < 1 {
+			t.Errorf("scenario %s is incomplete (it needs an Op or a Run, or Realtime)", s.Name)
 		}
 		// Only the login flood tolerates load shedding: elsewhere a 503 is an error.
 		if s.ExpectShed != (s.Name == "A2") {
