@@ -1008,12 +1008,16 @@ func (s *Store) nodeHTTPAddr(id string) (string, error) {
 	return strings.TrimRight(rec.HTTPAddr, "/"), nil
 }
 
-// slogWriter turns hclog's text lines into slog records.
+// slogWriter turns hclog's text lines into slog records. A heartbeat the
+// guard deferred (heartbeat.go) is expected around every change of term, not
+// an error: raft's "failed to heartbeat" line for it is logged at Info.
 type slogWriter struct{ l *slog.Logger }
 
 func (w slogWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	switch {
+	case strings.Contains(line, errHeartbeatDeferred.Error()):
+		w.l.Info(line)
 	case strings.Contains(line, "[ERROR]"):
 		w.l.Error(line)
 	case strings.Contains(line, "[WARN]"):
