@@ -223,13 +223,29 @@ export interface ResetEvent {
   revision: number;
 }
 
+/**
+ * Only with {resumeEvents: true}: after a reconnect the subscription resumed
+ * without a new snapshot; the missed changes (if any) came before this event.
+ */
+export interface ResumedEvent {
+  type: 'resumed';
+  revision: number;
+}
+
 /** The server ended the subscription (forbidden, invalid_path, ...). */
 export interface ErrorEvent {
   type: 'error';
   error: EdgebaseError;
 }
 
-export type RealtimeEvent<T = JSONObject> = SnapshotEvent<T> | ChangeEvent<T> | ResetEvent | ErrorEvent;
+export type RealtimeEvent<T = JSONObject> = SnapshotEvent<T> | ChangeEvent<T> | ResetEvent | ResumedEvent | ErrorEvent;
+
+export interface SubscribeOptions {
+  /** Also include every document below the path, at any depth. */
+  prefix?: boolean;
+  /** Also deliver a {type:'resumed'} event after each reconnect that resumed without a snapshot. */
+  resumeEvents?: boolean;
+}
 
 export interface Subscription {
   readonly id: string;
@@ -257,7 +273,7 @@ export type RealtimeStatus =
   | { state: 'stopped'; code?: number; error: EdgebaseError };
 
 export interface Realtime {
-  subscribe<T = JSONObject>(path: string, opts: { prefix?: boolean }, onEvent: (ev: RealtimeEvent<T>) => void): Subscription;
+  subscribe<T = JSONObject>(path: string, opts: SubscribeOptions, onEvent: (ev: RealtimeEvent<T>) => void): Subscription;
   subscribe<T = JSONObject>(path: string, onEvent: (ev: RealtimeEvent<T>) => void): Subscription;
   onNotification(cb: (n: Notification) => void): () => void;
   onStatus(cb: (s: RealtimeStatus) => void): () => void;

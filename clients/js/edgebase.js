@@ -505,7 +505,9 @@ class Realtime {
    * Subscribes to the document at path (with {prefix:true}, also to every
    * document below it). onEvent gets a snapshot, then changes, each once and
    * in order across reconnects; or a reset followed by a fresh snapshot; or
-   * an error that ends the subscription.
+   * an error that ends the subscription. With {resumeEvents:true} it also
+   * gets {type:"resumed", revision} after each reconnect that resumed
+   * without a new snapshot.
    */
   subscribe(path, opts, onEvent) {
     if (typeof opts === 'function') {
@@ -516,7 +518,7 @@ class Realtime {
       throw new EdgebaseError({ code: 'invalid_argument', field: 'onEvent', message: 'subscribe needs an onEvent callback' });
     }
     const sub = {
-      id: 's' + ++this._seq, path, prefix: !!(opts && opts.prefix), onEvent,
+      id: 's' + ++this._seq, path, prefix: !!(opts && opts.prefix), resumeEvents: !!(opts && opts.resumeEvents), onEvent,
       started: false, pending: [], rev: 0, open: false, seen: new Set(),
     };
     this._subs.set(sub.id, sub);
@@ -766,6 +768,9 @@ class Realtime {
           sub.open = false;
           sub.seen.clear();
         }
+        // Opt-in: the replayed changes (if any) are delivered and the
+        // subscription is live again without a new snapshot.
+        if (sub.resumeEvents) emit(sub.onEvent, { type: 'resumed', revision: sub.rev });
         return;
       case 'change': {
         if (m.revision > sub.rev) {

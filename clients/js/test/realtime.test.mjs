@@ -113,6 +113,38 @@ test('a connection cut in the middle of a batch: the rest arrives once after res
   c.close();
 });
 
+test('resumeEvents: a resumed event follows the replayed changes; other subscriptions get none', async () => {
+  const ws = controlledWebSocket();
+  const { c, user, email } = await newUser({ ...fast, WebSocket: ws.WebSocket });
+  const w = await writerFor(email);
+  const base = `users/${user.id}/resumeev`;
+  const r = record(c, base, { prefix: true, resumeEvents: true });
+  const plain = record(c, base, { prefix: true });
+  await r.until((ev) => ev.length >= 1, 10000, 'snapshot');
+  await plain.until((ev) => ev.length >= 1, 10000, 'snapshot');
+
+  // The connection drops on the first change and cannot come back until a
+  // second write has happened meanwhile.
+  ws.block();
+  ws.dropWhen((m) => m.op === 'change');
+  const a = await w.db.set(base + '/a', { n: 1 });
+  await waitFor(() => c.realtime.status.state !== 'ready', 10000, 'the drop');
+  const b = await w.db.set(base + '/b', { n: 2 });
+  ws.unblock();
+  await r.until((ev) => ev.some((e) => e.type === 'resumed'), 10000, 'resumed');
+  assert.ok(ws.state.opened >= 2, 'reconnected');
+  const types = r.events.map((e) => e.type);
+  assert.deepEqual(types, ['snapshot', 'change', 'change', 'resumed']);
+  assert.deepEqual(r.changes().map((e) => e.revision), [a.revision, b.revision]);
+  const resumed = r.ofType('resumed')[0];
+  assert.ok(resumed.revision >= b.revision, `resumed at ${resumed.revision}, below ${b.revision}`);
+  assert.equal(r.sub.revision, resumed.revision);
+
+  await plain.until((ev) => ev.filter((e) => e.type === 'change').length >= 2, 10000, 'the plain subscription catches up');
+  assert.deepEqual(plain.events.map((e) => e.type), ['snapshot', 'change', 'change']);
+  c.close();
+});
+
 test('a token change re-authenticates the connection; no change is lost or repeated', async () => {
   const ws = controlledWebSocket();
   const { c, user, email } = await newUser({ ...fast, WebSocket: ws.WebSocket });

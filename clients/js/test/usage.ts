@@ -88,7 +88,7 @@ export async function everything(): Promise<void> {
   await c.db.setRules(rules.rules);
 
   // realtime
-  const sub = c.realtime.subscribe<Note>('notes', { prefix: true }, (ev: RealtimeEvent<Note>) => {
+  const sub = c.realtime.subscribe<Note>('notes', { prefix: true, resumeEvents: true }, (ev: RealtimeEvent<Note>) => {
     switch (ev.type) {
       case 'snapshot': {
         const docs: Document<Note>[] = ev.documents;
@@ -103,6 +103,11 @@ export async function everything(): Promise<void> {
         break;
       }
       case 'reset': {
+        const r: number = ev.revision;
+        void r;
+        break;
+      }
+      case 'resumed': {
         const r: number = ev.revision;
         void r;
         break;
