@@ -1,8 +1,8 @@
 // Package browser drives the realtime demo page (GET /_/live) in a real
-// headless Chromium against a real in-process node: login, the WebSocket
-// auth message, the snapshot, live changes, and reconnecting: resuming from
-// the last revision, a reset when the change log has moved past it, and a
-// node restart.
+// headless Chromium against a real in-process node: login (with the TOTP
+// step), the WebSocket auth message, the snapshot, live changes, and
+// reconnecting: resuming from the last revision, a reset when the change log
+// has moved past it, and a node restart.
 package browser
 
 import (
@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/edgebase/edgebase/internal/rfc6238"
 	"github.com/edgebase/edgebase/node/nodetest"
 )
 
@@ -264,7 +266,9 @@ func TestLivePage(t *testing.T) {
 		t.Skip("no chromium, chromium-browser or google-chrome on PATH: skipping the browser test of /_/live (Debian: apt-get install chromium; set EDGEBASE_REQUIRE_BROWSER=1 to make this a failure)")
 	}
 
-	c := nodetest.Start(t, nodetest.Options{ChangeLogRetention: retention})
+	// The auth clock stands still unless the test moves it (TOTP steps).
+	clock := nodetest.NewClock(time.Now())
+	c := nodetest.Start(t, nodetest.Options{ChangeLogRetention: retention, Clock: clock})
 	proj := c.CreateProject(0)
 	keys := map[string]string{"X-Project-Id": proj.ID, "X-API-Key": proj.APIKey}
 
@@ -437,4 +441,80 @@ func TestLivePage(t *testing.T) {
 	msg = p.waitFor("the forbidden error", `(() => { const e = document.getElementById('error'); return !e.hidden && e.textContent.includes('forbidden') && e.textContent; })()`, 15*time.Second)
 	t.Logf("forbidden path shows: %s", msg)
 	p.waitFor("status error after forbidden", `document.getElementById('status').dataset.state === 'error' && document.querySelectorAll('#docs tr').length === 0`, 5*time.Second)
+
+	// An account with a second factor: the password step asks for the code
+	// of the authenticator app, a wrong code can be corrected, the right one
+	// connects.
+	const totpEmail, totpPassword = "second-factor@example.com", "live page second factor 2024!"
+	var reg2 struct {
+		Token string
+		User  struct{ ID string }
+	}
+	if st := c.Do(0, http.MethodPost, "/api/auth", keys,
+		map[string]string{"action": "register", "email": totpEmail, "password": totpPassword}, &reg2); st != http.StatusCreated || reg2.Token == "" {
+		t.Fatalf("register the TOTP user: status %d, %+v", st, reg2)
+	}
+	bearer2 := map[string]string{"Authorization": "Bearer " + reg2.Token, "X-Project-Id": proj.ID, "X-API-Key": proj.APIKey}
+	var enrolled struct{ Secret string }
+	if st := c.Do(0, http.MethodPost, "/api/authenticator/enroll", bearer2, nil, &enrolled); st != http.StatusOK || enrolled.Secret == "" {
+		t.Fatalf("enroll: status %d, %+v", st, enrolled)
+	}
+	totpCode := func() string {
+		t.Helper()
+		code, err := rfc6238.Authenticator(enrolled.Secret, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	if st := c.Do(0, http.MethodPost, "/api/authenticator/confirm", bearer2, map[string]string{"code": totpCode()}, nil); st != http.StatusOK {
+		t.Fatalf("confirm the authenticator: status %d", st)
+	}
+	clock.Advance(30 * time.Second) // the code confirm used may not be taken again
+	profile := "users/" + reg2.User.ID + "/profile"
+	if st := c.Do(0, http.MethodPost, "/api/db", bearer2, map[string]any{"collection": profile, "data": map[string]any{"bio": "two factors"}}, nil); st != http.StatusCreated {
+		t.Fatalf("create %s: status %d", profile, st)
+	}
+	p.do("log in to the account with a second factor",
+		chromedp.SetValue(chromedp.ID("email"), totpEmail),
+		chromedp.SetValue(chromedp.ID("password"), totpPassword),
+		chromedp.SetValue(chromedp.ID("path"), profile),
+		chromedp.Click(chromedp.ID("connect")),
+	)
+	totpShown := `document.getElementById('status').dataset.state === 'totp' && !document.getElementById('totp').closest('label').hidden`
+	p.waitFor("the code field", totpShown, 15*time.Second)
+	good := totpCode()
+	wrong := fmt.Sprintf("%06d", (atoi(t, good)+500000)%1000000)
+	p.do("enter a wrong code",
+		chromedp.SetValue(chromedp.ID("totp"), wrong),
+		chromedp.Click(chromedp.ID("connect")),
+	)
+	msg = p.waitFor("the invalid code error", `(() => { const e = document.getElementById('error'); return !e.hidden && e.textContent.includes('invalid_code') && e.textContent; })()`, 15*time.Second)
+	t.Logf("wrong code shows: %s", msg)
+	p.waitFor("the code field after a wrong code", totpShown, 5*time.Second)
+	p.do("enter the right code",
+		chromedp.SetValue(chromedp.ID("totp"), good),
+		chromedp.Click(chromedp.ID("connect")),
+	)
+	p.waitFor("live after the second factor", statusLive+` && `+syncIs("snapshot")+` && `+rowsAre(profile), 20*time.Second)
+	p.waitFor("the profile row", `(`+rowData(profile)+` || '').includes('"bio":"two factors"')`, 5*time.Second)
+	if !p.eval(`document.getElementById('totp').closest('label').hidden && document.getElementById('password').value === ''`) {
+		t.Fatalf("the code field or the password is still shown after logging in\n%s", p.state())
+	}
+	loc, err = chromedp.Run(p.ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(loc, url.QueryEscape(totpPassword)) || strings.Contains(loc, good) || strings.Contains(loc, "ebt_") || strings.Contains(loc, "ebl_") {
+		t.Fatalf("the page URL carries the password, the code, the ticket or the token: %s", loc)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
 }
