@@ -24,6 +24,8 @@ type Store interface {
 	Get(path string) (*raftstore.Document, error)
 	List(parent, after string, limit int) ([]*raftstore.Document, string, error)
 	WaitApplied(ctx context.Context, idx uint64) error
+	// AppliedIndex is the revision of this node's applied state.
+	AppliedIndex() uint64
 }
 
 // Clock tells the time; tests move it instead of sleeping.
@@ -60,8 +62,9 @@ type Config struct {
 }
 
 // Service implements projects, API keys, accounts and sessions on the tree.
-// It keeps no state of its own beyond caches: compiled rules, and the callers
-// Caller resolved (see there).
+// It keeps no state of its own beyond caches: compiled rules, the callers
+// Caller resolved (see there), and the index of every project's allowed
+// origins (AnyProjectAllows). Its mutexes are never held together.
 type Service struct {
 	store  Store
 	clock  Clock
@@ -82,6 +85,8 @@ type Service struct {
 
 	guardMu sync.Mutex
 	guards  map[string]Principal // callers resolved, by HashToken
+
+	origins originIndex // every project's allowed origins (AnyProjectAllows)
 }
 
 // maxCachedGuards bounds the callers Caller remembers (a few hundred bytes
@@ -900,7 +905,7 @@ func (s *Service) Me(pid, uid string) (*User, error) {
 	return &acc.User, nil
 }
 
-// OriginList is a project's allowed browser origins for realtime.
+// OriginList is a project's allowed browser origins (CORS and realtime).
 type OriginList struct {
 	Origins []string `json:"origins"`
 }
@@ -908,8 +913,9 @@ type OriginList struct {
 // maxOrigins bounds a project's origin list.
 const maxOrigins = 100
 
-// Origins returns the browser origins allowed to open realtime connections
-// to the project (besides the node's own origin).
+// Origins returns the browser origins allowed to call the project's API
+// and open realtime connections to it (besides the node's own origin and the
+// operator's).
 func (s *Service) Origins(pid string) ([]string, error) {
 	var l OriginList
 	if _, err := s.getJSON(keys.Origins(pid), &l); err != nil {

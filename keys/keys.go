@@ -66,8 +66,11 @@ func IsReserved(rel string) bool { return strings.HasPrefix(rel, "_") }
 
 // ---- auth: cluster-wide ----------------------------------------------------
 
+// ProjectsDir holds every project's record, keyed by project id.
+func ProjectsDir() string { return raftstore.SystemPrefix + "/projects" }
+
 // Project is the record of project pid.
-func Project(pid string) string { return raftstore.SystemPrefix + "/projects/" + pid }
+func Project(pid string) string { return ProjectsDir() + sep + pid }
 
 // SessionsDir holds every session, keyed by the hash of its token.
 func SessionsDir() string { return raftstore.SystemPrefix + "/sessions" }

@@ -20,6 +20,7 @@ func TestLayout(t *testing.T) {
 
 		// auth, cluster-wide
 		{"Project", keys.Project("p1"), "_sys/projects/p1"},
+		{"ProjectsDir", keys.ProjectsDir(), "_sys/projects"},
 		{"SessionsDir", keys.SessionsDir(), "_sys/sessions"},
 		{"Session", keys.Session("abc"), "_sys/sessions/abc"},
 		{"TicketsDir", keys.TicketsDir(), "_sys/tickets"},
