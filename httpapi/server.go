@@ -71,6 +71,10 @@ type Accounts interface {
 	CheckProject(pid string) error
 	Origins(pid string) ([]string, error)
 	SetOrigins(ctx context.Context, p *auth.Principal, origins []string) ([]string, uint64, error)
+	// OriginAllowed and AnyProjectAllows judge a canonical origin against
+	// one project's list, or every project's (CORS preflight).
+	OriginAllowed(pid, origin string) (bool, error)
+	AnyProjectAllows(origin string) (bool, error)
 }
 
 // Config wires a Server. Store, Cluster and Accounts are required.
@@ -97,6 +101,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Metrics serves GET /metrics, open like /healthz (nil: no route).
 	Metrics http.Handler
+	// CORSOrigins are the operator's browser origins, allowed on every
+	// route and for every project (auth.CanonicalOrigin form; New refuses a
+	// bad one).
+	CORSOrigins []string
 }
 
 // Server is the HTTP API of one node.
@@ -117,6 +125,7 @@ type Server struct {
 	metrics      *httpMetrics      // nil: off
 	metricsPage  http.Handler
 	errLog       *logLimiter // 5xx lines: at most errLogBurst a second
+	corsOrigins  []string    // the operator's, canonical
 }
 
 // errLogBurst is how many 5xx error lines a node writes per second; the
@@ -137,12 +146,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 5 * time.Second
 	}
+	corsOrigins, err := auth.CanonicalOrigins(cfg.CORSOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: CORS origins: %w", err)
+	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
 		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: newRouteMux(),
-		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now)}
+		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now), corsOrigins: corsOrigins}
 	s.routes()
 	s.routeLabels = routeLabels(s.mux.patterns)
-	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registerer, s.routeLabels); err != nil {
 		return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 	}
@@ -155,9 +167,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/db/batch", s.handleBatch)
 	s.mux.HandleFunc("/api/auth", s.handleAuth)
 	s.mux.HandleFunc("/api/authenticator/{op}", s.handleAuthenticator)
+	s.mux.HandleFunc("/api/origins", s.handleOrigins)
 	if s.realtime != nil {
 		s.mux.Handle("/api/realtime", s.realtime.Handler(s.writeError))
-		s.mux.HandleFunc("/api/realtime/origins", s.handleOrigins)
+		s.mux.HandleFunc("/api/realtime/origins", s.handleOrigins) // the older name of /api/origins
 		s.mux.HandleFunc("/_/live", s.handleLivePage)
 	}
 	if s.push != nil {
@@ -220,6 +233,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ae)
 		return
 	}
+	if isPreflight(r) {
+		s.preflight(w, r)
+		return
+	}
+	s.corsHeaders(w, r)
 	w, r = asGet(w, r)
 	s.mux.ServeHTTP(w, r)
 }

@@ -58,6 +58,9 @@ type Config struct {
 	RecentLogin time.Duration
 	// TrustedProxies may name the client in X-Forwarded-For.
 	TrustedProxies []netip.Prefix
+	// CORSOrigins are browser origins allowed for every project, on top of
+	// each project's own list (--cors-origins): CORS and realtime.
+	CORSOrigins []string
 	// SweepInterval is how often the leader removes expired sessions,
 	// tickets and rate-limit windows (default 1 minute).
 	SweepInterval time.Duration
@@ -153,6 +156,9 @@ func Start(cfg Config) (*Node, error) {
 	if len(cfg.Join) > 0 && cfg.ClusterSecret == "" {
 		return nil, errors.New("--join needs --cluster-secret (the same on every node)")
 	}
+	if cfg.CORSOrigins, err = auth.CanonicalOrigins(cfg.CORSOrigins); err != nil {
+		return nil, fmt.Errorf("--cors-origins: %w", err)
+	}
 	tlsc, err := loadTLS(&cfg)
 	if err != nil {
 		return nil, err
@@ -234,7 +240,8 @@ func Start(cfg Config) (*Node, error) {
 		n.abort()
 		return nil, err
 	}
-	n.Realtime, err = realtime.New(realtime.Config{Store: n.Store, Accounts: n.Accounts, Logger: logger, Registerer: reg})
+	n.Realtime, err = realtime.New(realtime.Config{Store: n.Store, Accounts: n.Accounts, Logger: logger, Registerer: reg,
+		Origins: cfg.CORSOrigins})
 	if err != nil {
 		n.abort()
 		return nil, err
@@ -261,6 +268,7 @@ func Start(cfg Config) (*Node, error) {
 		Realtime:       n.Realtime,
 		Push:           n.Push,
 		TrustedProxies: cfg.TrustedProxies,
+		CORSOrigins:    cfg.CORSOrigins,
 		Registerer:     reg,
 		Metrics:        metricsHandler(reg)})
 	if err != nil {

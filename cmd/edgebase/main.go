@@ -42,7 +42,7 @@ Usage:
                  [--edge] [--admin-token T] [--cluster-secret S] [--dev]
                  [--secret-key-file FILE | --secret-key KEY] [--session-ttl 720h] [--recent-login-window 5m]
                  [--register-limit-addr 100] [--register-limit-project 10000]
-                 [--trusted-proxies CIDR[,CIDR]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
+                 [--trusted-proxies CIDR[,CIDR]] [--cors-origins URL[,URL]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
                  [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
                  [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
                  [--pprof-addr 127.0.0.1:6060]
@@ -160,7 +160,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve")
 	var cfg node.Config
-	var join, logLevel, trustedProxies, pprofAddr string
+	var join, logLevel, trustedProxies, corsOrigins, pprofAddr string
 	limits := auth.DefaultLimits()
 	fs.StringVar(&cfg.NodeID, "node-id", "", "stable node id (default: generated and kept in the data dir)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for the Raft log, snapshots and the document tree")
@@ -183,6 +183,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.PushTuning.InFlight, "push-inflight", 8, "push batches (of up to 500 messages, 50 requests each) the leader sends at once; raise it with the round trip to FCM")
 	fs.StringVar(&cfg.FCMEndpoint, "fcm-endpoint", "", "an FCM-compatible endpoint for push (e.g. http://127.0.0.1:9099/v1 for a local stand-in); empty is Google's FCM")
 	fs.StringVar(&trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client")
+	fs.StringVar(&corsOrigins, "cors-origins", "", "comma-separated browser origins (e.g. https://app.example.com) allowed for every project, besides each project's own list (PUT /api/origins)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Raft tuning (operators rarely need these; tests make snapshots frequent).
 	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")
@@ -216,6 +217,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return usageError("bad --trusted-proxies (EDGEBASE_TRUSTED_PROXIES): " + err.Error())
 	}
 	cfg.TrustedProxies = proxies
+	if cfg.CORSOrigins, err = parseOrigins(corsOrigins); err != nil {
+		return usageError("bad --cors-origins (EDGEBASE_CORS_ORIGINS): " + err.Error())
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return usageError("bad --log-level " + logLevel)
@@ -264,6 +268,17 @@ func parseProxies(v string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// parseOrigins reads a comma-separated list of browser origins.
+func parseOrigins(v string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return auth.CanonicalOrigins(out)
 }
 
 // client is an operator's connection to a running node.

@@ -89,6 +89,8 @@ type Options struct {
 	TLS bool
 	// RaftTLS wraps the Raft transport in mutual TLS with that CA.
 	RaftTLS bool
+	// CORSOrigins are the operator's browser origins (--cors-origins).
+	CORSOrigins []string
 }
 
 // Cluster is a set of in-process nodes sharing a cluster secret.
@@ -295,7 +297,7 @@ func (c *Cluster) MemberConfig(i int) node.Config {
 		Out:    io.Discard, Tuning: c.opts.Tuning, HashParams: &hp,
 		Clock: c.opts.Clock, Limits: c.opts.limits(), SessionTTL: c.opts.SessionTTL, RecentLogin: c.opts.RecentLogin,
 		SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
-		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning,
+		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning, CORSOrigins: c.opts.CORSOrigins,
 	}
 	if c.opts.TLS {
 		cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = m.TLS.Cert, m.TLS.Key, m.TLS.CA
