@@ -38,6 +38,8 @@ func TestUsageErrors(t *testing.T) {
 		{"cluster remove without id", []string{"cluster", "remove", "--server", "http://127.0.0.1:1", "--admin-token", "x"}, 2, "--node-id"},
 		{"backup without out", []string{"backup", "--server", "http://127.0.0.1:1", "--admin-token", "x"}, 2, "--out"},
 		{"bad log level", []string{"serve", "--log-level", "loud"}, 2, "log-level"},
+		{"bad cors origin", []string{"serve", "--cors-origins", "https://ok.example.com, not-an-origin"}, 2, `bad --cors-origins (EDGEBASE_CORS_ORIGINS): invalid argument: "not-an-origin" is not an origin`},
+		{"cors origin with a path", []string{"serve", "--cors-origins", "https://app.example.com/login"}, 2, "--cors-origins"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
