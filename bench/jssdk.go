@@ -205,10 +205,11 @@ func runJS(ctx context.Context, e *env, s *scenario, ops int) (runResult, *histo
 	for i, rate := range jsRates[:min(ops, len(jsRates))] {
 		prefix := fmt.Sprintf("bench/js/r%d/s%d", run, i)
 		var sub struct{ Subscribed string }
-		if err := js.send(map[string]any{"cmd": "subscribe", "prefix": prefix}); err == nil {
+		err := js.send(map[string]any{"cmd": "subscribe", "prefix": prefix})
+		if err == nil {
 			err = js.read(&sub)
 		}
-		if sub.Subscribed != prefix {
+		if err != nil || sub.Subscribed != prefix {
 			kinds["subscribe"]++
 			rr.Errors++
 			break
