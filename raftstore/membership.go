@@ -147,12 +147,15 @@ func (s *Store) removedErr() error {
 
 // markRemoved makes this node stop serving as a member, for good.
 func (s *Store) markRemoved(rm Removal) {
-	if !s.removed.CompareAndSwap(nil, &rm) {
+	if !s.removing.CompareAndSwap(false, true) {
 		return
 	}
+	// The marker is on disk before Removed reports the removal, so whoever
+	// sees the removal finds the marker too.
 	if err := writeRemovedMarker(s.cfg.Dir, rm, time.Now()); err != nil {
 		s.logger.Error("could not write the removal marker", "err", err)
 	}
+	s.removed.Store(&rm)
 	s.logger.Error("this node was removed from the cluster: it no longer serves writes or reads and will refuse to start with this data dir; wipe the data dir to join again as a new member",
 		"removedAt", rm.At.UTC().Format(time.RFC3339), "dataDir", s.cfg.Dir)
 	if l := s.leader.Swap(nil); l != nil {

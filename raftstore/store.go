@@ -177,6 +177,7 @@ type Store struct {
 	wg          sync.WaitGroup
 	hadState    bool
 	removed     atomic.Pointer[Removal] // set once this node learns it was removed
+	removing    atomic.Bool             // markRemoved ran (the marker is written before removed is set)
 	wasMember   atomic.Bool             // had state, bootstrapped, joined or saw itself in its configuration
 	closeOnce   sync.Once
 	shutdownErr error
