@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -359,27 +358,7 @@ func (e *env) batch(ctx context.Context, writes []map[string]any) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.o.reqTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.c.leader.url+"/api/db/batch", strings.NewReader(string(body)))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+e.pr.Token)
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		return 0, transportError("POST batch", err)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	_ = resp.Body.Close()
-	if err != nil {
-		return 0, transportError("POST batch", err)
-	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return 0, statusError("POST batch", resp, b)
-	}
-	return strconv.ParseUint(resp.Header.Get("X-Revision"), 10, 64)
+	return e.postAs(ctx, e.c.leader, "/api/db/batch", "POST batch", body)
 }
 
 // summarizeJS adds the memory figure and the ramps to the result.

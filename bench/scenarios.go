@@ -382,9 +382,15 @@ func (e *env) post(ctx context.Context, n *benchNode, coll string) (uint64, erro
 // postBody sends body (a whole POST /api/db request) to n and returns
 // X-Revision.
 func (e *env) postBody(ctx context.Context, n *benchNode, body []byte) (uint64, error) {
+	return e.postAs(ctx, n, "/api/db", "POST", body)
+}
+
+// postAs POSTs the JSON body to route on n with the owner's token and
+// returns X-Revision; label names the request in error kinds.
+func (e *env) postAs(ctx context.Context, n *benchNode, route, label string, body []byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.reqTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url+"/api/db", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url+route, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -392,19 +398,19 @@ func (e *env) postBody(ctx context.Context, n *benchNode, body []byte) (uint64, 
 	req.Header.Set("Authorization", "Bearer "+e.pr.Token)
 	resp, err := e.hc.Do(req)
 	if err != nil {
-		return 0, transportError("POST", err)
+		return 0, transportError(label, err)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
 	if err != nil {
-		return 0, transportError("POST", err)
+		return 0, transportError(label, err)
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return 0, statusError("POST", resp, b)
+		return 0, statusError(label, resp, b)
 	}
 	rev, err := strconv.ParseUint(resp.Header.Get("X-Revision"), 10, 64)
 	if err != nil || rev == 0 {
-		return 0, &opError{kind: "POST without X-Revision"}
+		return 0, &opError{kind: label + " without X-Revision"}
 	}
 	return rev, nil
 }

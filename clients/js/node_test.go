@@ -60,16 +60,6 @@ func nodeMajor(t *testing.T, node string) int {
 	return major
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // testNode is one edgebase process the SDK talks to. restart kills it with
 // SIGKILL and starts it again on the same data dir and port, with extra
 // flags for that run.
@@ -85,7 +75,7 @@ type testNode struct {
 func mustStartNode(t *testing.T, ctx context.Context, bin string) *testNode {
 	t.Helper()
 	dir := t.TempDir()
-	httpPort, raftPort := freePort(t), freePort(t)
+	httpPort, raftPort := proctest.FreePort(t), proctest.FreePort(t)
 	n := &testNode{t: t, ctx: ctx, url: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
 	n.base = []string{"serve",
 		"--node-id", "n1",

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -50,7 +49,7 @@ func startSDKCluster(t *testing.T, ctx context.Context) []*sdkNode {
 	var nodes []*sdkNode
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
-		httpPort, raftPort := freePort(t), freePort(t)
+		httpPort, raftPort := proctest.FreePort(t), proctest.FreePort(t)
 		u := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 		p := &proctest.Proc{ID: id, Bin: bin, LogPath: filepath.Join(base, id+".log"), Env: []string{"EDGEBASE_SECRET_KEY=" + sdkSecretKey}, Args: []string{"serve",
 			"--node-id", id,
@@ -383,17 +382,6 @@ func readmeWebApp(t *testing.T, node, projectID, apiKey string) string {
 		}
 	}
 	return strings.NewReplacer("http://127.0.0.1:8080", node, "<project id>", projectID, "<API key>", apiKey).Replace(block)
-}
-
-// freePort is a loopback TCP port free at the time of the call.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // nextCode waits for the authenticator's code to differ from used and

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -74,17 +73,6 @@ func checkFor(t *testing.T, total, step time.Duration, f func() error) time.Dura
 		}
 		time.Sleep(step)
 	}
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // ---- HTTP ----
@@ -171,7 +159,7 @@ func (c *cluster) byID(id string) *proc {
 // newProc is a node slot under base with fresh loopback ports and the flags
 // every node of these tests runs with (add --join, TLS or env to taste).
 func newProc(t *testing.T, base, id string) *proc {
-	p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: freePort(t), raftPort: freePort(t)}
+	p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: proctest.FreePort(t), raftPort: proctest.FreePort(t)}
 	p.Proc = &proctest.Proc{ID: id, Bin: binPath, LogPath: filepath.Join(base, id+".log")}
 	p.Args = []string{"serve",
 		"--node-id", p.id,

@@ -35,7 +35,7 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
 		f := ca.WriteFiles(t, base, id)
-		p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: freePort(t), raftPort: freePort(t)}
+		p := &proc{t: t, id: id, dataDir: filepath.Join(base, id), httpPort: proctest.FreePort(t), raftPort: proctest.FreePort(t)}
 		p.Proc = &proctest.Proc{ID: id, Bin: binPath, LogPath: filepath.Join(base, id+".log")}
 		urlOf[p] = fmt.Sprintf("https://127.0.0.1:%d", p.httpPort)
 		p.Args = []string{"serve", "--node-id", id, "--data-dir", p.dataDir,
