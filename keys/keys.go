@@ -160,6 +160,10 @@ func Rules(pid string) string { return pid + "/_rules" }
 // Origins is project pid's allowed browser origins.
 func Origins(pid string) string { return pid + "/_origins" }
 
+// Indexes is project pid's declared query indexes (raftstore maintains
+// them, so raftstore owns the path).
+func Indexes(pid string) string { return raftstore.IndexesPath(pid) }
+
 // SessionEnds lists the documents whose change can end a session of account
 // uid of project pid with token hash tokenHash: the session itself, the
 // account (deleted, new session generation, role) and the project's rules.

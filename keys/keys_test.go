@@ -45,6 +45,7 @@ func TestLayout(t *testing.T) {
 			"p1/_emails/52c3910310491b7eecfd1f3b45bc324b273d8cf9bb8a524cf75b972752d354ff"},
 		{"Rules", keys.Rules("p1"), "p1/_rules"},
 		{"Origins", keys.Origins("p1"), "p1/_origins"},
+		{"Indexes", keys.Indexes("p1"), "p1/_indexes"},
 
 		// push, per project
 		{"PushSettings", keys.PushSettings("p1"), "p1/_pushcfg"},
