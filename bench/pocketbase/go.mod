@@ -2,6 +2,8 @@ module github.com/edgebase/edgebase/bench/pocketbase
 
 go 1.26.8
 
+// The newest PocketBase the module proxy serves that builds with Go 1.26:
+// v0.40.4 requires go >= 1.27.
 require github.com/pocketbase/pocketbase v0.36.8
 
 require (
