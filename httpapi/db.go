@@ -131,18 +131,20 @@ func (s *Server) allowWith(ctx context.Context, rules *auth.CompiledRules, p *au
 }
 
 func (s *Server) handleDB(w http.ResponseWriter, r *http.Request) {
-	var err error
-	switch r.Method {
-	case http.MethodGet:
-		err = s.dbGet(w, r)
-	case http.MethodPost:
-		err = s.dbPost(w, r)
-	case http.MethodPut:
-		err = s.dbPut(w, r)
-	case http.MethodDelete:
-		err = s.dbDelete(w, r)
-	default:
+	allowed, hint, ok := dbParams(r.Method)
+	err := checkParams(r, hint, allowed...)
+	switch {
+	case !ok:
 		err = methodNotAllowed("GET", "POST", "PUT", "DELETE")
+	case err != nil:
+	case r.Method == http.MethodGet:
+		err = s.dbGet(w, r)
+	case r.Method == http.MethodPost:
+		err = s.dbPost(w, r)
+	case r.Method == http.MethodPut:
+		err = s.dbPut(w, r)
+	case r.Method == http.MethodDelete:
+		err = s.dbDelete(w, r)
 	}
 	if err != nil {
 		s.writeError(w, r, err)

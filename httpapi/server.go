@@ -105,6 +105,10 @@ type Config struct {
 	// route and for every project (auth.CanonicalOrigin form; New refuses a
 	// bad one).
 	CORSOrigins []string
+	// QueryScanLimit is how many documents a query may examine without an
+	// index that serves it before it is refused with index_required
+	// (--query-scan-limit; 0: raftstore.DefaultQueryScanLimit).
+	QueryScanLimit int
 }
 
 // Server is the HTTP API of one node.

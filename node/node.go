@@ -61,6 +61,10 @@ type Config struct {
 	// CORSOrigins are browser origins allowed for every project, on top of
 	// each project's own list (--cors-origins): CORS and realtime.
 	CORSOrigins []string
+	// QueryScanLimit is how many documents a query may examine without an
+	// index that serves it before it is refused with index_required
+	// (--query-scan-limit; 0: raftstore.DefaultQueryScanLimit).
+	QueryScanLimit int
 	// SweepInterval is how often the leader removes expired sessions,
 	// tickets and rate-limit windows (default 1 minute).
 	SweepInterval time.Duration
@@ -269,6 +273,7 @@ func Start(cfg Config) (*Node, error) {
 		Push:           n.Push,
 		TrustedProxies: cfg.TrustedProxies,
 		CORSOrigins:    cfg.CORSOrigins,
+		QueryScanLimit: cfg.QueryScanLimit,
 		Registerer:     reg,
 		Metrics:        metricsHandler(reg)})
 	if err != nil {

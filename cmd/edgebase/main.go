@@ -184,6 +184,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.FCMEndpoint, "fcm-endpoint", "", "an FCM-compatible endpoint for push (e.g. http://127.0.0.1:9099/v1 for a local stand-in); empty is Google's FCM")
 	fs.StringVar(&trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.StringVar(&corsOrigins, "cors-origins", "", "comma-separated browser origins (e.g. https://app.example.com) allowed for every project, besides each project's own list (PUT /api/origins)")
+	fs.IntVar(&cfg.QueryScanLimit, "query-scan-limit", raftstore.DefaultQueryScanLimit, "documents a query may examine without an index that serves it before it is refused with index_required (declare indexes with PUT /api/db/indexes)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Raft tuning (operators rarely need these; tests make snapshots frequent).
 	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")
@@ -207,6 +208,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return usageError("--register-limit-addr and --register-limit-project must be 0 (no limit) or more")
 	}
 	cfg.Limits = &limits
+	if cfg.QueryScanLimit < 1 {
+		return usageError("--query-scan-limit must be 1 or more")
+	}
 	for _, u := range strings.Split(join, ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			cfg.Join = append(cfg.Join, u)

@@ -40,6 +40,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log level", []string{"serve", "--log-level", "loud"}, 2, "log-level"},
 		{"bad cors origin", []string{"serve", "--cors-origins", "https://ok.example.com, not-an-origin"}, 2, `bad --cors-origins (EDGEBASE_CORS_ORIGINS): invalid argument: "not-an-origin" is not an origin`},
 		{"cors origin with a path", []string{"serve", "--cors-origins", "https://app.example.com/login"}, 2, "--cors-origins"},
+		{"zero query scan limit", []string{"serve", "--query-scan-limit", "0"}, 2, "--query-scan-limit must be 1 or more"},
+		{"bad query scan limit", []string{"serve", "--query-scan-limit", "many"}, 2, "query-scan-limit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,5 +207,13 @@ func assertBackupHolds(t *testing.T, file, path, data string) {
 	}
 	if !found {
 		t.Fatalf("document %s not in backup", path)
+	}
+}
+
+func TestQueryScanLimitFromEnv(t *testing.T) {
+	t.Setenv("EDGEBASE_QUERY_SCAN_LIMIT", "-5")
+	code, _, errs := runCLI(t, "serve")
+	if code != 2 || !strings.Contains(errs, "--query-scan-limit must be 1 or more") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming --query-scan-limit", code, errs)
 	}
 }

@@ -91,6 +91,9 @@ type Options struct {
 	RaftTLS bool
 	// CORSOrigins are the operator's browser origins (--cors-origins).
 	CORSOrigins []string
+	// QueryScanLimit is --query-scan-limit (0: the default, 10,000); tests
+	// set it small to reach index_required with few documents.
+	QueryScanLimit int
 }
 
 // Cluster is a set of in-process nodes sharing a cluster secret.
@@ -298,6 +301,7 @@ func (c *Cluster) MemberConfig(i int) node.Config {
 		Clock: c.opts.Clock, Limits: c.opts.limits(), SessionTTL: c.opts.SessionTTL, RecentLogin: c.opts.RecentLogin,
 		SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
 		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning, CORSOrigins: c.opts.CORSOrigins,
+		QueryScanLimit: c.opts.QueryScanLimit,
 	}
 	if c.opts.TLS {
 		cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = m.TLS.Cert, m.TLS.Key, m.TLS.CA
