@@ -1,9 +1,10 @@
 package main
 
-// --compare: the same workloads against edgebase and against a Debian etcd
-// cluster of the same size on the same machine, interleaved round by round
-// (ours, etcd, ours, etcd, ...) so that machine noise hits both, and a table
-// of the ratios edgebase/etcd.
+// --compare (--peer etcd): the same workloads against edgebase and against a
+// Debian etcd cluster of the same size on the same machine, interleaved round
+// by round (ours, etcd, ours, etcd, ...) so that machine noise hits both, and
+// a table of the ratios edgebase/etcd. --peer pocketbase does the same for
+// the query scenarios against one PocketBase process (query_pocketbase.go).
 
 import (
 	"context"
@@ -27,30 +28,42 @@ import (
 type compareSpec struct {
 	Name string // the comparison's name (S1 for realtime)
 	Ours string // our scenario
-	What string // the etcd side
+	What string // the peer's side
+	Peer string // the peer it runs against: peerEtcd or peerPocketBase
 }
+
+// The peers of --peer.
+const (
+	peerEtcd       = "etcd"
+	peerPocketBase = "pocketbase"
+)
 
 var compareSpecs = []compareSpec{
-	{"W1", "W1", "etcd: 1 client, POST /v3/kv/put of a new key to the leader"},
-	{"W2", "W2", "etcd: --clients clients, POST /v3/kv/put of new keys to the leader"},
-	{"R1", "R1", "etcd: --clients clients, POST /v3/kv/range serializable=true on the followers"},
-	{"R2", "R2", "etcd: --clients clients, POST /v3/kv/range (linearizable) on the followers"},
-	{"S1", "RT1F", "etcd: --subscribers POST /v3/watch streams on a key prefix on a follower, paced puts at --rate to the leader"},
+	{"W1", "W1", "etcd: 1 client, POST /v3/kv/put of a new key to the leader", peerEtcd},
+	{"W2", "W2", "etcd: --clients clients, POST /v3/kv/put of new keys to the leader", peerEtcd},
+	{"R1", "R1", "etcd: --clients clients, POST /v3/kv/range serializable=true on the followers", peerEtcd},
+	{"R2", "R2", "etcd: --clients clients, POST /v3/kv/range (linearizable) on the followers", peerEtcd},
+	{"S1", "RT1F", "etcd: --subscribers POST /v3/watch streams on a key prefix on a follower, paced puts at --rate to the leader", peerEtcd},
+	{"Q1", "Q1", "PocketBase: --clients clients, GET /api/collections/orders/records?filter=(status='open')&sort=-createdAt&perPage=20&skipTotal=1 as an end user, SQLite index (status, createdAt DESC)", peerPocketBase},
+	{"Q2", "Q2", "PocketBase: as Q1 on orders_unindexed (no index of its own)", peerPocketBase},
 }
 
-func findCompareSpec(name string) (compareSpec, bool) {
+func findCompareSpec(name, peer string) (compareSpec, bool) {
 	for _, s := range compareSpecs {
-		if s.Name == name {
+		if s.Name == name && s.Peer == peer {
 			return s, true
 		}
 	}
 	return compareSpec{}, false
 }
 
-func compareNames() []string {
+// compareNames are the scenarios compared with peer.
+func compareNames(peer string) []string {
 	var n []string
 	for _, s := range compareSpecs {
-		n = append(n, s.Name)
+		if s.Peer == peer {
+			n = append(n, s.Name)
+		}
 	}
 	return n
 }
@@ -79,34 +92,39 @@ type sideResult struct {
 
 // comparison is one row of the comparison table (the JSON's "comparisons").
 type comparison struct {
-	Scenario    string     `json:"scenario"`
-	Ours        string     `json:"edgebaseScenario"`
-	ClusterSize int        `json:"clusterSize"`
-	Clients     int        `json:"clients"`
-	OpsPerRun   int        `json:"opsPerRun"`
-	Warmup      int        `json:"warmupOps"`
-	Rounds      int        `json:"rounds"`
-	Edgebase    sideResult `json:"edgebase"`
-	Etcd        sideResult `json:"etcd"`
-	// ThroughputRatio is edgebase/etcd of the median ops/s (above 1: ours
-	// faster); P99Ratio edgebase/etcd of p99 (below 1: ours lower).
+	Scenario    string `json:"scenario"`
+	Ours        string `json:"edgebaseScenario"`
+	ClusterSize int    `json:"clusterSize"`
+	Clients     int    `json:"clients"`
+	OpsPerRun   int    `json:"opsPerRun"`
+	Warmup      int    `json:"warmupOps"`
+	// RunSeconds: each round of a timed scenario (Q1, Q2) lasts this long
+	// on both sides (OpsPerRun is then 0).
+	RunSeconds float64    `json:"runSeconds,omitempty"`
+	Rounds     int        `json:"rounds"`
+	Edgebase   sideResult `json:"edgebase"`
+	// PeerName is the compared system (etcd, pocketbase); Peer its figures.
+	PeerName string     `json:"peerName"`
+	Peer     sideResult `json:"peer"`
+	// ThroughputRatio is edgebase/peer of the median ops/s (above 1: ours
+	// faster); P99Ratio edgebase/peer of p99 (below 1: ours lower).
 	ThroughputRatio float64 `json:"throughputRatio"`
 	P99Ratio        float64 `json:"p99Ratio"`
 }
 
 func (c *comparison) flagged() bool {
-	return c.Edgebase.Errors > 0 || c.Etcd.Errors > 0 || c.Edgebase.Failed != "" || c.Etcd.Failed != "" ||
-		c.Edgebase.TimedOut || c.Etcd.TimedOut
+	return c.Edgebase.Errors > 0 || c.Peer.Errors > 0 || c.Edgebase.Failed != "" || c.Peer.Failed != "" ||
+		c.Edgebase.TimedOut || c.Peer.TimedOut
 }
 
 // ratios fills the ratio fields (0 where a denominator is 0).
 func (c *comparison) ratios() {
 	c.ThroughputRatio, c.P99Ratio = 0, 0
-	if c.Etcd.OpsPerSec > 0 {
-		c.ThroughputRatio = round(c.Edgebase.OpsPerSec/c.Etcd.OpsPerSec, 2)
+	if c.Peer.OpsPerSec > 0 {
+		c.ThroughputRatio = round(c.Edgebase.OpsPerSec/c.Peer.OpsPerSec, 2)
 	}
-	if c.Etcd.P99Ms > 0 {
-		c.P99Ratio = round(c.Edgebase.P99Ms/c.Etcd.P99Ms, 2)
+	if c.Peer.P99Ms > 0 {
+		c.P99Ratio = round(c.Edgebase.P99Ms/c.Peer.P99Ms, 2)
 	}
 }
 
@@ -212,53 +230,86 @@ func (s *side) finish() sideResult {
 	return r
 }
 
-// compareCluster starts a size-node edgebase cluster and a size-member etcd
-// cluster and runs every compared scenario against both, interleaved.
-func compareCluster(ctx context.Context, hc *http.Client, bin, etcd, tmp string, size int, o *options, logf func(string, ...any)) ([]*comparison, error) {
+// compareCluster starts a size-node edgebase cluster and the peer (a
+// size-member etcd cluster, or one PocketBase process) and runs every
+// compared scenario against both, interleaved; then the scenarios without
+// a counterpart (o.solo) against edgebase alone.
+func compareCluster(ctx context.Context, hc *http.Client, bin, peerBin, tmp string, size int, o *options, logf func(string, ...any)) ([]*comparison, []*result, error) {
 	dir := filepath.Join(tmp, fmt.Sprintf("cluster%d", size))
-	edir := filepath.Join(tmp, fmt.Sprintf("etcd%d", size))
+	edir := filepath.Join(tmp, fmt.Sprintf("%s%d", o.peer, size))
 	for _, d := range []string{dir, edir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	t := time.Now()
 	c, err := startCluster(ctx, hc, bin, dir, size, o.serveArgs)
 	if err != nil {
-		return nil, fmt.Errorf("start %d-node edgebase cluster: %w", size, err)
+		return nil, nil, fmt.Errorf("start %d-node edgebase cluster: %w", size, err)
 	}
 	defer c.stop()
 	logf("bench: %d-node edgebase cluster ready in %v, leader %s", size, time.Since(t).Round(time.Millisecond), c.leader.id)
-	t = time.Now()
-	ec, err := startEtcd(ctx, hc, etcd, edir, size)
-	if err != nil {
-		return nil, fmt.Errorf("start %d-member etcd cluster: %w", size, err)
-	}
-	defer ec.stop()
-	logf("bench: %d-member etcd cluster ready in %v, leader %s", size, time.Since(t).Round(time.Millisecond), ec.leader.id)
 	pr, err := createProject(ctx, hc, c)
 	if err != nil {
-		return nil, fmt.Errorf("%d-node cluster: %w", size, err)
+		return nil, nil, fmt.Errorf("%d-node cluster: %w", size, err)
 	}
 	e := newEnv(hc, c, pr, o)
-	ee := newEtcdEnv(hc, ec, o, e.value)
+	e.log = logf
+	defer e.close()
+	var peerSide func(ctx context.Context, spec compareSpec, s *scenario, logf func(string, ...any)) (*side, error)
+	if len(o.compared) > 0 {
+		t = time.Now()
+		switch o.peer {
+		case peerPocketBase:
+			pe, err := startPocketBase(ctx, hc, peerBin, edir, o)
+			if err != nil {
+				return nil, nil, fmt.Errorf("start the PocketBase peer: %w", err)
+			}
+			defer pe.stop()
+			logf("bench: PocketBase peer ready in %v", time.Since(t).Round(time.Millisecond))
+			peerSide = pe.side
+		default:
+			ec, err := startEtcd(ctx, hc, peerBin, edir, size)
+			if err != nil {
+				return nil, nil, fmt.Errorf("start %d-member etcd cluster: %w", size, err)
+			}
+			defer ec.stop()
+			logf("bench: %d-member etcd cluster ready in %v, leader %s", size, time.Since(t).Round(time.Millisecond), ec.leader.id)
+			peerSide = newEtcdEnv(hc, ec, o, e.value).side
+		}
+	}
 	var out []*comparison
 	for _, spec := range o.compared {
 		if ctx.Err() != nil {
 			break
 		}
-		out = append(out, compareScenario(ctx, e, ee, spec, logf))
+		out = append(out, compareScenario(ctx, e, o.peer, peerSide, spec, logf))
 	}
-	return out, nil
+	var solo []*result
+	for _, s := range o.solo {
+		if ctx.Err() != nil {
+			break
+		}
+		r := runScenario(ctx, e, s, logf)
+		r.Notes = append(r.Notes, fmt.Sprintf("no %s counterpart: edgebase alone, in the --peer run", o.peer))
+		if r.Failed != "" {
+			logf("bench: [%d nodes] %s failed: %s", size, s.Name, r.Failed)
+		}
+		solo = append(solo, r)
+	}
+	return out, solo, nil
 }
 
 // compareScenario prepares both sides, warms each up, then runs --runs
-// rounds of ours then etcd.
-func compareScenario(ctx context.Context, e *env, ee *etcdEnv, spec compareSpec, logf func(string, ...any)) *comparison {
+// rounds of ours then the peer's.
+func compareScenario(ctx context.Context, e *env, peer string, peerSide func(ctx context.Context, spec compareSpec, s *scenario, logf func(string, ...any)) (*side, error), spec compareSpec, logf func(string, ...any)) *comparison {
 	o := e.o
 	s, _ := findScenario(spec.Ours)
 	cmp := &comparison{Scenario: spec.Name, Ours: s.Name, ClusterSize: len(e.c.nodes), Clients: s.Clients(o),
-		OpsPerRun: o.opsFor(s), Warmup: o.warmupFor(s), Rounds: o.runs}
+		OpsPerRun: o.opsFor(s), Warmup: o.warmupFor(s), Rounds: o.runs, PeerName: peer}
+	if s.Timed {
+		cmp.RunSeconds = o.queryDuration.Seconds()
+	}
 	ours, err := oursSide(ctx, e, s, logf)
 	if err != nil {
 		cmp.Edgebase.Failed = err.Error()
@@ -266,17 +317,17 @@ func compareScenario(ctx context.Context, e *env, ee *etcdEnv, spec compareSpec,
 		return cmp
 	}
 	defer ours.close()
-	theirs, err := ee.side(ctx, spec, s, logf)
+	theirs, err := peerSide(ctx, spec, s, logf)
 	if err != nil {
-		cmp.Etcd.Failed = err.Error()
-		logf("bench: [%d nodes] %s etcd: %v", cmp.ClusterSize, spec.Name, err)
+		cmp.Peer.Failed = err.Error()
+		logf("bench: [%d nodes] %s %s: %v", cmp.ClusterSize, spec.Name, peer, err)
 		return cmp
 	}
 	defer theirs.close()
 	for _, x := range []struct {
 		name string
 		s    *side
-	}{{"edgebase", ours}, {"etcd", theirs}} {
+	}{{"edgebase", ours}, {peer, theirs}} {
 		if cmp.Warmup > 0 {
 			w, _, kinds, _ := x.s.run(ctx, cmp.Warmup)
 			if w.Errors > 0 {
@@ -289,13 +340,13 @@ func compareScenario(ctx context.Context, e *env, ee *etcdEnv, spec compareSpec,
 		for _, x := range []struct {
 			name string
 			s    *side
-		}{{"edgebase", ours}, {"etcd", theirs}} {
+		}{{"edgebase", ours}, {peer, theirs}} {
 			rr := x.s.measure(ctx, cmp.OpsPerRun)
 			logf("bench: [%d nodes] %s round %d/%d %-8s: %d ops in %.2fs = %.0f ops/s, %d errors",
 				cmp.ClusterSize, spec.Name, round, o.runs, x.name, rr.Ops, rr.WallSeconds, rr.OpsPerSec, rr.Errors)
 		}
 	}
-	cmp.Edgebase, cmp.Etcd = ours.finish(), theirs.finish()
+	cmp.Edgebase, cmp.Peer = ours.finish(), theirs.finish()
 	cmp.ratios()
 	return cmp
 }
@@ -316,6 +367,12 @@ func oursSide(ctx context.Context, e *env, s *scenario, logf func(string, ...any
 			return nil, fmt.Errorf("subscribers: %w", err)
 		}
 		sd.run, sd.close = rt.run, func() { rt.close(logf) }
+		return sd, nil
+	}
+	if s.Run != nil {
+		sd.run = func(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int) {
+			return s.Run(ctx, e, s, ops)
+		}
 		return sd, nil
 	}
 	clients := s.Clients(e.o)
@@ -682,15 +739,16 @@ func printCompareTable(w io.Writer, rep *report) {
 	if len(rep.Comparisons) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nside by side with etcd (interleaved rounds: edgebase, etcd, edgebase, etcd, ...; ops/s: median of the rounds; ratio = edgebase/etcd: ops/s above 1 and p99 below 1 favour edgebase; CPU: seconds per round per node (* leader); RSS: peak MiB during the rounds; bench/other CPU: the load generator's and every other process's CPU seconds per round, edgebase rounds/etcd rounds)\n\n")
+	peer := rep.Comparisons[0].PeerName
+	fmt.Fprintf(w, "\nside by side with %[1]s (interleaved rounds: edgebase, %[1]s, edgebase, %[1]s, ...; ops/s: median of the rounds; ratio = edgebase/%[1]s: ops/s above 1 and p99 below 1 favour edgebase; CPU: seconds per round per node (* leader); RSS: peak MiB during the rounds; bench/other CPU: the load generator's and every other process's CPU seconds per round, edgebase rounds/%[1]s rounds)\n\n", peer)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scen\tnodes\tclients\tops/run\tedgebase ops/s\tetcd ops/s\tratio\tp99 edgebase\tp99 etcd\tp99 ratio\tCPU s edgebase\tCPU s etcd\tRSS MiB edgebase\tRSS MiB etcd\tbench CPU s\tother CPU s\terrors eb/etcd\t")
+	fmt.Fprintf(tw, "scen\tnodes\tclients\tops/run\tedgebase ops/s\t%[1]s ops/s\tratio\tp99 edgebase\tp99 %[1]s\tp99 ratio\tCPU s edgebase\tCPU s %[1]s\tRSS MiB edgebase\tRSS MiB %[1]s\tbench CPU s\tother CPU s\terrors eb/%[1]s\t\n", peer)
 	var notes []string
 	for _, c := range rep.Comparisons {
 		for _, x := range []struct {
 			who string
 			r   *sideResult
-		}{{"edgebase", &c.Edgebase}, {"etcd", &c.Etcd}} {
+		}{{"edgebase", &c.Edgebase}, {c.PeerName, &c.Peer}} {
 			if x.r.Failed != "" {
 				notes = append(notes, fmt.Sprintf("%s %d nodes %s: FAILED: %s", c.Scenario, c.ClusterSize, x.who, x.r.Failed))
 			}
@@ -701,16 +759,20 @@ func printCompareTable(w io.Writer, rep *report) {
 				notes = append(notes, fmt.Sprintf("%s %d nodes %s: a round stopped by --run-timeout", c.Scenario, c.ClusterSize, x.who))
 			}
 		}
-		errs := fmt.Sprintf("%d/%d", c.Edgebase.Errors, c.Etcd.Errors)
+		errs := fmt.Sprintf("%d/%d", c.Edgebase.Errors, c.Peer.Errors)
 		if c.flagged() {
 			errs += " !"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f/%.2f\t%.2f/%.2f\t%s\t\n",
-			c.Scenario, c.ClusterSize, c.Clients, c.OpsPerRun,
-			fmtRate(&c.Edgebase), fmtRate(&c.Etcd), fmtRatio(c.ThroughputRatio),
-			fmtMs(c.Edgebase.P99Ms), fmtMs(c.Etcd.P99Ms), fmtRatio(c.P99Ratio),
-			fmtNodesCPU(c.Edgebase.Nodes), fmtNodesCPU(c.Etcd.Nodes), fmtNodesRSS(c.Edgebase.Nodes), fmtNodesRSS(c.Etcd.Nodes),
-			c.Edgebase.BenchCPUSecondsPerRun, c.Etcd.BenchCPUSecondsPerRun, c.Edgebase.OtherCPUSecondsPerRun, c.Etcd.OtherCPUSecondsPerRun, errs)
+		perRun := strconv.Itoa(c.OpsPerRun)
+		if c.RunSeconds > 0 {
+			perRun = fmt.Sprintf("%gs", c.RunSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f/%.2f\t%.2f/%.2f\t%s\t\n",
+			c.Scenario, c.ClusterSize, c.Clients, perRun,
+			fmtRate(&c.Edgebase), fmtRate(&c.Peer), fmtRatio(c.ThroughputRatio),
+			fmtMs(c.Edgebase.P99Ms), fmtMs(c.Peer.P99Ms), fmtRatio(c.P99Ratio),
+			fmtNodesCPU(c.Edgebase.Nodes), fmtNodesCPU(c.Peer.Nodes), fmtNodesRSS(c.Edgebase.Nodes), fmtNodesRSS(c.Peer.Nodes),
+			c.Edgebase.BenchCPUSecondsPerRun, c.Peer.BenchCPUSecondsPerRun, c.Edgebase.OtherCPUSecondsPerRun, c.Peer.OtherCPUSecondsPerRun, errs)
 	}
 	_ = tw.Flush()
 	for _, n := range notes {

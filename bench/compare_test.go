@@ -10,7 +10,7 @@ import (
 
 func TestCompareSpecs(t *testing.T) {
 	for _, name := range []string{"W1", "W2", "R1", "R2", "S1"} {
-		cs, ok := findCompareSpec(name)
+		cs, ok := findCompareSpec(name, peerEtcd)
 		if !ok {
 			t.Fatalf("no compared scenario %s", name)
 		}
@@ -54,12 +54,12 @@ func TestParseFlagsCompare(t *testing.T) {
 }
 
 func TestComparisonRatios(t *testing.T) {
-	c := &comparison{Edgebase: sideResult{OpsPerSec: 300, P99Ms: 5}, Etcd: sideResult{OpsPerSec: 200, P99Ms: 10}}
+	c := &comparison{Edgebase: sideResult{OpsPerSec: 300, P99Ms: 5}, Peer: sideResult{OpsPerSec: 200, P99Ms: 10}}
 	c.ratios()
 	if c.ThroughputRatio != 1.5 || c.P99Ratio != 0.5 {
 		t.Errorf("ratios %v %v, want 1.5 and 0.5", c.ThroughputRatio, c.P99Ratio)
 	}
-	c = &comparison{Edgebase: sideResult{OpsPerSec: 300, P99Ms: 5}, Etcd: sideResult{Failed: "boom"}}
+	c = &comparison{Edgebase: sideResult{OpsPerSec: 300, P99Ms: 5}, Peer: sideResult{Failed: "boom"}}
 	c.ratios()
 	if c.ThroughputRatio != 0 || c.P99Ratio != 0 || !c.flagged() {
 		t.Errorf("against a failed side: ratios %v %v flagged %v; want 0, 0, flagged", c.ThroughputRatio, c.P99Ratio, c.flagged())
@@ -105,13 +105,13 @@ func TestSideRounds(t *testing.T) {
 }
 
 func TestPrintCompareTable(t *testing.T) {
-	ok := &comparison{Scenario: "W2", ClusterSize: 3, Clients: 64, OpsPerRun: 6000,
+	ok := &comparison{Scenario: "W2", PeerName: "etcd", ClusterSize: 3, Clients: 64, OpsPerRun: 6000,
 		Edgebase: sideResult{OpsPerSec: 3000, OpsPerSecMin: 2900, OpsPerSecMax: 3100, P99Ms: 40,
 			Nodes: []nodeResult{{ID: "n1", Leader: true, CPUSecondsPerRun: 1.5, PeakRSSMiB: 120}, {ID: "n2", CPUSecondsPerRun: 0.5, PeakRSSMiB: 80}}},
-		Etcd: sideResult{OpsPerSec: 2000, OpsPerSecMin: 1900, OpsPerSecMax: 2100, P99Ms: 80,
+		Peer: sideResult{OpsPerSec: 2000, OpsPerSecMin: 1900, OpsPerSecMax: 2100, P99Ms: 80,
 			Nodes: []nodeResult{{ID: "e1", CPUSecondsPerRun: 0.7, PeakRSSMiB: 40}, {ID: "e2", Leader: true, CPUSecondsPerRun: 1.2, PeakRSSMiB: 50}}}}
 	ok.ratios()
-	bad := &comparison{Scenario: "S1", ClusterSize: 1, Edgebase: sideResult{Errors: 3, ErrorKinds: map[string]int{"delivery missed": 3}}, Etcd: sideResult{Failed: "watchers: boom"}}
+	bad := &comparison{Scenario: "S1", ClusterSize: 1, Edgebase: sideResult{Errors: 3, ErrorKinds: map[string]int{"delivery missed": 3}}, PeerName: "etcd", Peer: sideResult{Failed: "watchers: boom"}}
 	rep := &report{Runs: 3, Comparisons: []*comparison{ok, bad}}
 	var b strings.Builder
 	printTable(&b, rep)

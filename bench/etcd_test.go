@@ -185,7 +185,7 @@ func TestEtcdIntegration(t *testing.T) {
 	// One round of two compared etcd sides.
 	ee := newEtcdEnv(hc, c, o, []byte(`"abcdefghijklmnop"`))
 	for _, name := range []string{"W2", "R1", "S1"} {
-		spec, _ := findCompareSpec(name)
+		spec, _ := findCompareSpec(name, peerEtcd)
 		s, _ := findScenario(spec.Ours)
 		sd, err := ee.side(ctx, spec, s, t.Logf)
 		if err != nil {

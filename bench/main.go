@@ -7,6 +7,7 @@
 //	go run ./bench                       # every scenario, 1-node and 3-node clusters
 //	go run ./bench --nodes 3 --scenarios W2,R2 --runs 5
 //	go run ./bench --compare --nodes 1,3 --scenarios W1,W2,R1,R2,S1   # against etcd, interleaved
+//	go run ./bench --nodes 1 --scenarios Q1,Q2,Q3 --peer pocketbase   # queries against PocketBase
 //	go run ./bench --target http://127.0.0.1:8080,http://127.0.0.1:8081 --admin-token T
 package main
 
@@ -68,6 +69,21 @@ type options struct {
 	compare  bool
 	compared []compareSpec
 	etcdBin  string
+	// peer: the compared system, peerEtcd (--compare) or peerPocketBase;
+	// solo: selected scenarios without a counterpart there, run on
+	// edgebase alone in the same pass (Q3 with PocketBase).
+	peer  string
+	solo  []*scenario
+	pbBin string
+	// Query scenarios (query.go): documents of Q1 and Q2, and how long
+	// each of their runs lasts.
+	q1Docs        int
+	q2Docs        int
+	queryDuration time.Duration
+	// Q3 (query_live.go): the live query's subscribers, its writes per
+	// second and the share of them that move a document in or out.
+	q3Subscribers int
+	q3Rate        float64
 }
 
 func main() {
@@ -102,8 +118,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.schedules, "schedules", 200, "P2: schedules per run, due over the next 10 seconds")
 	fs.DurationVar(&o.fcmLatency, "fcm-latency", 5*time.Millisecond, "push: the FCM stand-in answers each message after this long")
 	serveArgs := fs.String("serve-args", "", "extra flags for every started node, space-separated (e.g. \"--raft-snapshot-threshold 4096\")")
-	fs.BoolVar(&o.compare, "compare", false, "run --scenarios ("+strings.Join(compareNames(), ",")+"; S1 = our RT1F) against edgebase and a Debian etcd cluster of the same size, interleaved, and print the ratios")
+	fs.BoolVar(&o.compare, "compare", false, "run --scenarios ("+strings.Join(compareNames(peerEtcd), ",")+"; S1 = our RT1F) against edgebase and a Debian etcd cluster of the same size, interleaved, and print the ratios (= --peer etcd)")
+	fs.StringVar(&o.peer, "peer", "", "compare against this peer: etcd (as --compare) or pocketbase (--scenarios "+strings.Join(compareNames(peerPocketBase), ",")+" side by side with one PocketBase process, built from bench/pocketbase; other selected scenarios, e.g. Q3, run on edgebase alone in the same pass)")
 	fs.StringVar(&o.etcdBin, "etcd", "", "etcd binary for --compare (default "+etcdBin+" or etcd on PATH)")
+	fs.StringVar(&o.pbBin, "pocketbase-bin", "", "the PocketBase peer's binary for --peer pocketbase (default: go build bench/pocketbase, cached under the temporary directory)")
+	fs.IntVar(&o.q1Docs, "q1-docs", 100000, "Q1: documents of the indexed collection")
+	fs.IntVar(&o.q2Docs, "q2-docs", 5000, "Q2: documents of the collection without an index")
+	fs.DurationVar(&o.queryDuration, "query-duration", 10*time.Second, "Q1, Q2: how long each run (each round of both systems) lasts")
+	fs.IntVar(&o.q3Subscribers, "q3-subscribers", 1000, "Q3: live-query subscribers")
+	fs.Float64Var(&o.q3Rate, "q3-rate", 10, "Q3: writes per second (10% move a document in or out of the window)")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -113,6 +136,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if *list {
 		for _, s := range scenarios {
+			if s.Timed {
+				fmt.Fprintf(stderr, "%-4s  %9s  %s\n", s.Name, "timed", s.What)
+				continue
+			}
 			fmt.Fprintf(stderr, "%-4s  %5d ops  %s\n", s.Name, s.DefaultOps, s.What)
 		}
 		return nil, errListed
@@ -127,9 +154,23 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.nodes = append(o.nodes, n)
 	}
+	compareGiven := o.compare
+	switch o.peer {
+	case "":
+		if o.compare {
+			o.peer = peerEtcd
+		}
+	case peerEtcd, peerPocketBase:
+		o.compare = true
+	default:
+		return nil, fmt.Errorf("--peer: %q is not etcd or pocketbase", o.peer)
+	}
+	if o.compare && o.peer != peerEtcd && compareGiven {
+		return nil, errors.New("--compare is --peer etcd: give one of them")
+	}
 	names := scenarioNames()
 	if o.compare {
-		names = compareNames()
+		names = compareNames(o.peer)
 	}
 	if strings.TrimSpace(*scen) != "" {
 		names = strings.Split(*scen, ",")
@@ -137,9 +178,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.compare {
 		var ours []string
 		for _, name := range names {
-			cs, ok := findCompareSpec(strings.ToUpper(strings.TrimSpace(name)))
+			name = strings.ToUpper(strings.TrimSpace(name))
+			cs, ok := findCompareSpec(name, o.peer)
 			if !ok {
-				return nil, fmt.Errorf("--scenarios: %q cannot be compared (have %s)", name, strings.Join(compareNames(), ","))
+				// With PocketBase, a query scenario without a counterpart
+				// (Q3) runs on edgebase alone in the same pass.
+				if s, found := findScenario(name); found && o.peer == peerPocketBase && strings.HasPrefix(name, "Q") {
+					o.solo = append(o.solo, s)
+					continue
+				}
+				return nil, fmt.Errorf("--scenarios: %q cannot be compared with %s (have %s)", name, o.peer, strings.Join(compareNames(o.peer), ","))
 			}
 			o.compared = append(o.compared, cs)
 			ours = append(ours, cs.Ours)
@@ -171,8 +219,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--target needs --admin-token (the bench creates a project)")
 	case len(o.targets) == 0 && len(o.nodes) == 0:
 		return nil, errors.New("--nodes names no cluster size")
-	case len(o.scenarios) == 0:
+	case len(o.scenarios) == 0 && len(o.solo) == 0:
 		return nil, errors.New("--scenarios names no scenario")
+	case o.q1Docs < qLimit || o.q2Docs < qLimit || o.q3Subscribers < 1 || o.queryDuration <= 0 || !(o.q3Rate > 0 && o.q3Rate <= 1000):
+		return nil, fmt.Errorf("--q1-docs and --q2-docs must be at least %d, --q3-subscribers and --query-duration positive, --q3-rate from above 0 to 1000", qLimit)
 	case o.ops < 0 || o.runs < 1 || o.clients < 1 || o.valueSize < 0 || o.docs < 1 || o.accounts < 1 || o.subscribers < 1 || o.jsDocs < 1:
 		return nil, errors.New("--ops, --runs, --clients, --value-size, --docs, --accounts and --subscribers must be positive")
 	case !(o.rate > 0 && o.rate <= 100000):
@@ -200,13 +250,16 @@ func scenarioNames() []string {
 // maxClients is the most concurrent clients any selected scenario uses.
 func (o *options) maxClients() int {
 	n := 1
-	for _, s := range o.scenarios {
+	for _, s := range slices.Concat(o.scenarios, o.solo) {
 		n = max(n, s.Clients(o))
 	}
 	return n
 }
 
 func (o *options) opsFor(s *scenario) int {
+	if s.Timed {
+		return 0
+	}
 	if s.Ops != nil {
 		return s.Ops(o)
 	}
@@ -217,6 +270,13 @@ func (o *options) opsFor(s *scenario) int {
 }
 
 func (o *options) warmupFor(s *scenario) int {
+	if s.Timed {
+		// A timed scenario's warm-up is one run (none with --warmup 0).
+		if o.warmup == 0 {
+			return 0
+		}
+		return 1
+	}
 	if o.warmup >= 0 {
 		return o.warmup
 	}
@@ -396,11 +456,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			logf("bench: built %s in %v", bin, time.Since(t).Round(time.Millisecond))
 		}
-		etcd := o.etcdBin
-		if o.compare && etcd == "" {
-			if etcd, err = findEtcd(); err != nil {
+		peerBin := o.etcdBin
+		switch {
+		case o.peer == peerEtcd && peerBin == "":
+			if peerBin, err = findEtcd(); err != nil {
 				fmt.Fprintln(stderr, "bench:", err)
 				return 1
+			}
+		case o.peer == peerPocketBase && len(o.compared) > 0:
+			if peerBin = o.pbBin; peerBin == "" {
+				if peerBin, err = buildPocketBase(ctx, root, logf); err != nil {
+					fmt.Fprintln(stderr, "bench:", err)
+					return 1
+				}
 			}
 		}
 		for _, size := range o.nodes {
@@ -408,12 +476,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 				break
 			}
 			if o.compare {
-				cmps, err := compareCluster(ctx, hc, bin, etcd, tmp, size, o, logf)
+				cmps, solo, err := compareCluster(ctx, hc, bin, peerBin, tmp, size, o, logf)
 				if err != nil {
 					fmt.Fprintln(stderr, "bench:", err)
 					return 1
 				}
 				rep.Comparisons = append(rep.Comparisons, cmps...)
+				rep.Results = append(rep.Results, solo...)
 				hc.CloseIdleConnections()
 				continue
 			}
@@ -510,6 +579,7 @@ func benchCluster(ctx context.Context, hc *http.Client, c *cluster, o *options, 
 		return out
 	}
 	e := newEnv(hc, c, pr, o)
+	e.log = logf
 	defer e.close()
 	for _, s := range o.scenarios {
 		if ctx.Err() != nil {

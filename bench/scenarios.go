@@ -48,6 +48,9 @@ type scenario struct {
 	Ops     func(o *options) int
 	Run     func(ctx context.Context, e *env, s *scenario, ops int) (runResult, *histogram, map[string]int, map[string]int)
 	Summary func(e *env, s *scenario, r *result)
+	// Timed: each run lasts --query-duration rather than a number of
+	// operations (its Run ignores ops); the warm-up is one run.
+	Timed bool
 }
 
 var scenarios = []scenario{
@@ -236,6 +239,34 @@ var scenarios = []scenario{
 		Run:        runJS,
 		Summary:    summarizeJS,
 	},
+	{
+		Name:    "Q1",
+		What:    "indexed query: --q1-docs orders {status (4 values), total, createdAt, owner} in orders, index [status, createdAt desc] declared (PUT /api/db/indexes) and ready; --clients clients POST /api/db/query status == one of the 4 (in turn), orderBy createdAt desc, limit 20, round-robin over all nodes, for --query-duration a run; each answer checked (20 documents of that status, newest first)",
+		Clients: func(o *options) int { return o.clients },
+		Target:  func(e *env) string { return e.nodeNames() },
+		Prepare: prepareQ1,
+		Run:     runQuery(qIndexedColl),
+		Timed:   true,
+	},
+	{
+		Name:    "Q2",
+		What:    "unindexed query: as Q1 on --q2-docs orders in orders_unindexed, no declared index",
+		Clients: func(o *options) int { return o.clients },
+		Target:  func(e *env) string { return e.nodeNames() },
+		Prepare: prepareQ2,
+		Run:     runQuery(qUnindexedColl),
+		Timed:   true,
+	},
+	{
+		Name:       "Q3",
+		What:       "live query: --q3-subscribers WebSocket subscribers on the leader subscribe to status == open, orderBy createdAt desc, limit 20 over 200 orders (100 open); a writer writes --q3-rate documents a second through the leader, 9 in 10 change an order in the window, 1 in 10 moves one in or out (ops = change events received; latency: event arrival minus the write's acknowledgement)",
+		Clients:    func(o *options) int { return o.q3Subscribers },
+		DefaultOps: 150,
+		Target:     func(e *env) string { return "subscribers on leader " + e.c.leader.id },
+		Prepare:    prepareQ3,
+		Run:        runQ3,
+		Summary:    summarizeQ3,
+	},
 }
 
 func findScenario(name string) (*scenario, bool) {
@@ -269,6 +300,12 @@ type env struct {
 	push *pushState // the push scenarios' setup (push.go)
 	slow *slowState // S2's runs (slowsub.go)
 	js   *jsState   // the JS scenario's Node subscriber (jssdk.go)
+	q    *qState    // the query scenarios' seeded collections (query.go)
+	q3   *q3State   // Q3's live-query subscribers (query_live.go)
+	// q3FromSend: Q3's latencies from each write's sending, over the runs.
+	q3FromSend histogram
+
+	log func(string, ...any) // progress lines (stderr); nil: none
 }
 
 // close stops what the scenarios left running.
@@ -276,6 +313,10 @@ func (e *env) close() {
 	if e.js != nil {
 		e.js.stop()
 		e.js = nil
+	}
+	if e.q3 != nil {
+		e.q3.close()
+		e.q3 = nil
 	}
 }
 

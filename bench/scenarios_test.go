@@ -13,14 +13,14 @@ import (
 )
 
 func TestScenarioTable(t *testing.T) {
-	o := &options{clients: 10, subscribers: 5}
+	o := &options{clients: 10, subscribers: 5, q3Subscribers: 5}
 	seen := map[string]bool{}
 	for _, s := range scenarios {
 		if seen[s.Name] {
 			t.Errorf("scenario %s twice", s.Name)
 		}
 		seen[s.Name] = true
-		if s.What == "" || s.Clients == nil || s.Target == nil || (s.Op == nil && s.Run == nil) == (s.Realtime == nil) || s.DefaultOps < 1 || s.Clients(o) < 1 {
+		if s.What == "" || s.Clients == nil || s.Target == nil || (s.Op == nil && s.Run == nil) == (s.Realtime == nil) || (s.DefaultOps < 1) != s.Timed || s.Clients(o) < 1 {
 			t.Errorf("scenario %s is incomplete (it needs an Op or a Run, or Realtime)", s.Name)
 		}
 		// Only the login flood tolerates load shedding: elsewhere a 503 is an error.
