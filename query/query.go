@@ -12,7 +12,7 @@
 //	null < false < true < numbers < strings < arrays < objects
 //
 // Numbers compare as float64 (integers beyond 2^53 lose precision, as in
-// JavaScript); strings compare by their UTF-8 bytes; arrays element by
+// JavaScript; beyond float64's range a number is ±infinity; -0 == 0); strings compare by their UTF-8 bytes; arrays element by
 // element, a shorter prefix first; objects by their keys in sorted order,
 // key then value, a shorter prefix first. A missing field is not a value: a
 // document without the field never matches a filter on it (but "exists":
@@ -20,7 +20,14 @@
 // Results are ordered by the orderBy fields, then by document path: the
 // stored path (raftstore.Document.Path) as a string value, ascending, or
 // descending when the last orderBy is descending (Firestore's rule), so that
-// an index scanned backwards yields the same order.
+// an index scanned backwards yields the same order. An orderBy field that an
+// "==" filter fixes orders nothing and does not count as the last one.
+// Without orderBy, a query with a range filter is ordered by the range
+// field, ascending (Firestore's implied order; Compile adds it).
+//
+// Fields are dotted paths into nested objects ("a.b" is member b of member
+// a); a member whose name contains a dot cannot be addressed, and arrays are
+// not entered.
 //
 // # Filters (Firestore's semantics)
 //
@@ -32,6 +39,8 @@
 //	array-contains-any  the field is an array holding one of the operand's
 //	                 values (a non-empty array of at most 30)
 //	exists           operand true or false: the field is (not) present
+//
+// Data that is not a JSON object matches nothing.
 package query
 
 import (
@@ -566,7 +575,9 @@ func (c *Compiled) Equalities() map[string][]byte {
 // the bounds they set as encoded ascending values: lo/hi nil when open,
 // loInc/hiInc whether the bound itself matches. Compile refuses range
 // filters on more than one field, and (as Firestore does) a range field that
-// is not the first orderBy when orderBy is given. Of several bounds on one
+// is not the first orderBy (of those not fixed by "==") when orderBy is
+// given. The field may also have an "==" filter (Equalities); then no
+// orderBy is implied nor required for it. Of several bounds on one
 // side the tightest is kept (operands of different types are all applied by
 // Match, which then matches nothing).
 func (c *Compiled) Range() (field string, lo, hi []byte, loInc, hiInc bool, ok bool) {
