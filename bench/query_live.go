@@ -325,42 +325,39 @@ func runQ3(ctx context.Context, e *env, _ *scenario, ops int) (runResult, *histo
 	}, lat, kinds, nil
 }
 
-// q3Latencies matches every subscriber's events to the writes by revision:
-// the latency of each event from its write's acknowledgement (0 when it
-// arrived first) and from its sending; events missing per write, events of
-// no write, and subscriptions that ended. The undo write of a run (sent < 0)
-// is expected but not measured.
+// q3Latencies matches every subscriber's events to the writes, in order:
+// a write causes w.events events, and the node sends them in the order of
+// the writes, each with a revision at or after its write's (a live query's
+// event carries the revision its window is exact at, which may be a later
+// write's when the node read ahead to refill the window). So the events are
+// taken in arrival order, w.events for each write in turn; an event with a
+// revision before its write's, or after every write's events, is stray.
+// The latency of each event is from its write's acknowledgement (0 when it
+// arrived first) and from its sending. Also: events missing, subscriptions
+// that ended. The undo write of a run (sent < 0) is expected, not measured.
 func q3Latencies(qs *q3State, writes []q3Write) (lat, fromSend *histogram, missed, stray, lost int) {
-	byRev := make(map[uint64]int, len(writes))
-	for i, w := range writes {
-		byRev[w.rev] = i
-	}
 	lat, fromSend = &histogram{}, &histogram{}
-	got := make([]int, len(writes))
 	for _, s := range qs.subs {
-		clear(got)
+		j, got := 0, 0 // the write the next event belongs to, and its events so far
 		s.mu.Lock()
 		for _, ev := range s.events {
-			i, ok := byRev[ev.rev]
-			if !ok {
+			if j >= len(writes) || ev.rev < writes[j].rev {
 				stray++
 				continue
 			}
-			got[i]++
-			w := writes[i]
-			if w.sent < 0 {
-				continue
+			w := writes[j]
+			if w.sent >= 0 {
+				lat.add(max(ev.recv-w.ack, 0))
+				fromSend.add(ev.recv - w.sent)
 			}
-			lat.add(max(ev.recv-w.ack, 0))
-			fromSend.add(ev.recv - w.sent)
+			if got++; got == w.events {
+				j, got = j+1, 0
+			}
 		}
 		s.mu.Unlock()
-		for i, w := range writes {
-			if got[i] < w.events {
-				missed += w.events - got[i]
-			} else if got[i] > w.events {
-				stray += got[i] - w.events
-			}
+		for ; j < len(writes); j++ {
+			missed += writes[j].events - got
+			got = 0
 		}
 		select {
 		case <-s.ended:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -325,25 +326,29 @@ func TestQ3Latencies(t *testing.T) {
 	writes := []q3Write{
 		{rev: 10, events: 1, sent: 100 * ms, ack: 105 * ms},
 		{rev: 11, events: 2, sent: 200 * ms, ack: 210 * ms},
-		{rev: 12, events: 2, sent: -1}, // the run's undo: expected, not measured
+		{rev: 12, events: 1, sent: 300 * ms, ack: 302 * ms},
+		{rev: 13, events: 2, sent: -1}, // the run's undo: expected, not measured
 	}
 	done := make(chan struct{})
 	close(done)
 	qs := &q3State{subs: []*q3Sub{
-		{ended: make(chan struct{}), events: []q3Event{{10, 120 * ms}, {11, 205 * ms}, {11, 230 * ms}, {12, 300 * ms}, {12, 300 * ms}}},
-		{ended: done, events: []q3Event{{10, 150 * ms}, {10, 151 * ms}, {11, 240 * ms}, {99, 1}}},
+		// every event, one of rev 11 labelled 12 (the node read ahead)
+		{ended: make(chan struct{}), events: []q3Event{{10, 120 * ms}, {11, 205 * ms}, {12, 330 * ms}, {12, 331 * ms}, {13, 400 * ms}, {13, 400 * ms}}},
+		// an event before the run (stray), one event lost (the later ones shift by one: the undo misses one); ended
+		{ended: done, events: []q3Event{{9, 1}, {10, 150 * ms}, {11, 240 * ms}, {12, 350 * ms}, {13, 500 * ms}, {13, 501 * ms}}},
 	}}
 	lat, fromSend, missed, stray, lost := q3Latencies(qs, writes)
-	// sub 0: 15, 0 (before the ack), 20; sub 1: 45, 46, 30
-	if lat.count() != 6 || lat.percentile(100) != 46*ms || lat.percentile(1) != 0 {
-		t.Errorf("latencies %v", lat.samples)
+	// sub 0: 15, 0 (before the ack), 120 (rev 11's second), 29;
+	// sub 1: 45, 30, 140 (rev 12's taken as rev 11's second), 198 (rev 13's as rev 12's)
+	want := []time.Duration{0, 15 * ms, 29 * ms, 30 * ms, 45 * ms, 120 * ms, 140 * ms, 198 * ms}
+	lat.sort()
+	if !slices.Equal(lat.samples, want) {
+		t.Errorf("latencies %v, want %v", lat.samples, want)
 	}
-	if fromSend.count() != 6 || fromSend.percentile(1) != 5*ms || fromSend.percentile(100) != 51*ms {
+	if fromSend.count() != 8 || fromSend.percentile(1) != 5*ms {
 		t.Errorf("from sending %v", fromSend.samples)
 	}
-	// sub 1: one event of rev 11 and both of rev 12 missing; a second event
-	// of rev 10 and one of no write are stray; its subscription ended.
-	if missed != 3 || stray != 2 || lost != 1 {
-		t.Errorf("missed %d, stray %d, lost %d; want 3, 2, 1", missed, stray, lost)
+	if missed != 1 || stray != 1 || lost != 1 {
+		t.Errorf("missed %d, stray %d, lost %d; want 1, 1, 1", missed, stray, lost)
 	}
 }
