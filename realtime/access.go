@@ -88,12 +88,17 @@ type decisions struct {
 	ev      *raftstore.Event
 	allowed map[viewKey]bool
 	gone    *changeMsg
+	// refills are the store reads live queries made for this change.
+	refills map[refillKey]refillResult
 }
 
 func (d *decisions) reset(ev *raftstore.Event) {
 	d.ev, d.gone = ev, nil
 	if len(d.allowed) > 0 {
 		clear(d.allowed)
+	}
+	if len(d.refills) > 0 {
+		clear(d.refills)
 	}
 }
 

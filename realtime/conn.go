@@ -79,6 +79,10 @@ type sub struct {
 	after   uint64 // once live: changes at or below it were in the snapshot or replay
 	pending []pendingEv
 	removed bool
+
+	// q is a live query's state (nil for a path subscription): path and
+	// prefix are then unused.
+	q *querySub
 }
 
 // pendingEv is a change held for a subscription: judged when it is sent.
@@ -92,7 +96,7 @@ type pendingEv struct {
 // snapshot or replay, or whose access is being judged again after a rules
 // or account change, holds it.
 func (s *sub) deliver(ev *raftstore.Event, m *changeMsg, d *decisions) {
-	if s.removed || (s.live && m.rev <= s.after) {
+	if s.removed || (s.live && ev.Revision <= s.after) {
 		// The state a snapshot or replay read may be committed before its
 		// batch reaches the shard: such changes were already sent.
 		return
@@ -109,6 +113,10 @@ func (s *sub) deliver(ev *raftstore.Event, m *changeMsg, d *decisions) {
 }
 
 func (s *sub) emit(ev *raftstore.Event, m *changeMsg, d *decisions) {
+	if s.q != nil {
+		s.queryEvent(ev, d)
+		return
+	}
 	if b := s.render(ev, m, d); b != nil && s.c.enqueue(b) {
 		s.c.srv.metrics.eventSent()
 	}
@@ -121,7 +129,7 @@ func (s *sub) flush() {
 		return
 	}
 	for _, pe := range s.pending {
-		if pe.msg.rev > s.after {
+		if pe.ev.Revision > s.after {
 			s.emit(pe.ev, pe.msg, nil)
 		}
 	}
@@ -138,7 +146,7 @@ func (s *sub) goLive(rev uint64, visible map[string]struct{}) {
 	s.live, s.after, s.visible = true, rev, visible
 	kept := s.pending[:0]
 	for _, pe := range s.pending {
-		if pe.msg.rev > rev {
+		if pe.ev.Revision > rev {
 			kept = append(kept, pe)
 		}
 	}
@@ -365,7 +373,14 @@ func (c *conn) subscribe(m clientMsg) {
 		c.sendError(m.ID, "invalid_argument", "id must be 1..64 characters")
 		return
 	}
-	if err := raftstore.ValidatePath(m.Collection); err != nil {
+	var q *querySub
+	if len(m.Query) > 0 {
+		var qe *queryRefusal
+		if q, qe = c.parseQuerySub(m); qe != nil {
+			c.enqueue(encode(errorMsg{Op: "error", ID: m.ID, Code: qe.code, Message: qe.msg, Field: qe.field}))
+			return
+		}
+	} else if err := raftstore.ValidatePath(m.Collection); err != nil {
 		c.sendError(m.ID, "invalid_path", err.Error())
 		return
 	}
@@ -381,13 +396,17 @@ func (c *conn) subscribe(m clientMsg) {
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	s := &sub{c: c, id: m.ID, head: changeHead(m.ID), path: keys.Doc(c.pid, m.Collection), prefix: m.Prefix, ctx: ctx, cancel: cancel}
+	s := &sub{c: c, id: m.ID, head: changeHead(m.ID), path: keys.Doc(c.pid, m.Collection), prefix: m.Prefix, ctx: ctx, cancel: cancel, q: q}
 	c.subs[m.ID] = s
 	c.srv.subscriptions.Add(1)
 	// Locked before the worker starts: a refresh asked for meanwhile waits
 	// for the setup.
 	s.syncMu.Lock()
 	c.mu.Unlock()
+	if q != nil {
+		go c.startQuerySub(s, m.Since)
+		return
+	}
 	go c.startSub(s, m.Collection, m.Since)
 }
 
@@ -644,6 +663,10 @@ func (c *conn) refresh(s *sub) {
 	defer s.syncMu.Unlock()
 	if s.ctx.Err() != nil || s.cur == nil {
 		return // ended, or its setup failed
+	}
+	if s.q != nil {
+		c.refreshQuery(s)
+		return
 	}
 	seq := c.access.Load()
 	p := c.currentPrincipal()

@@ -32,7 +32,11 @@ type shard struct {
 	exact  map[string]map[*sub]struct{} // full path → one-document subscriptions
 	prefix map[string]map[*sub]struct{} // full path → prefix subscriptions
 	watch  map[string]map[*conn]struct{}
-	dec    decisions // of the change being routed
+	// queries are the live queries by queryRouteKey: the full path of a
+	// collection, or a collection group's project and name.
+	queries map[string]map[*sub]struct{}
+	groups  int       // live collection-group queries among them
+	dec     decisions // of the change being routed
 }
 
 // feedBuffer batches may queue between Apply and the dispatcher before the
@@ -43,10 +47,11 @@ func newHub(srv *Server, store Store, shards int) *hub {
 	h := &hub{srv: srv, store: store}
 	for i := 0; i < shards; i++ {
 		h.shards = append(h.shards, &shard{
-			in:     make(chan shardMsg, 256),
-			exact:  map[string]map[*sub]struct{}{},
-			prefix: map[string]map[*sub]struct{}{},
-			watch:  map[string]map[*conn]struct{}{},
+			in:      make(chan shardMsg, 256),
+			exact:   map[string]map[*sub]struct{}{},
+			prefix:  map[string]map[*sub]struct{}{},
+			watch:   map[string]map[*conn]struct{}{},
+			queries: map[string]map[*sub]struct{}{},
 		})
 	}
 	return h
@@ -149,6 +154,13 @@ func (sh *shard) addSub(s *sub) {
 		s.removed = true
 		return
 	}
+	if s.q != nil {
+		add(sh.queries, s.q.route, s)
+		if s.q.group {
+			sh.groups++
+		}
+		return
+	}
 	if s.prefix {
 		add(sh.prefix, s.path, s)
 	} else {
@@ -157,6 +169,16 @@ func (sh *shard) addSub(s *sub) {
 }
 
 func (sh *shard) removeSub(s *sub) {
+	if s.q != nil {
+		if !s.removed {
+			if _, ok := sh.queries[s.q.route][s]; ok && s.q.group {
+				sh.groups--
+			}
+			remove(sh.queries, s.q.route, s)
+		}
+		s.removed = true
+		return
+	}
 	s.removed = true
 	if s.prefix {
 		remove(sh.prefix, s.path, s)
@@ -184,6 +206,9 @@ func (sh *shard) route(b *raftstore.Batch) {
 			}
 		}
 		deliver(sh.exact[p])
+		if len(sh.queries) > 0 {
+			sh.routeQueries(ev)
+		}
 		if len(sh.prefix) == 0 {
 			continue
 		}

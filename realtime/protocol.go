@@ -25,9 +25,11 @@ type clientMsg struct {
 	Collection string  `json:"collection"`
 	Prefix     bool    `json:"prefix"`
 	Since      *uint64 `json:"since"`
-	Token      string  `json:"token"`
-	ProjectID  string  `json:"projectId"`
-	APIKey     string  `json:"apiKey"`
+	// Query is a live query (query.Query's JSON) instead of Collection.
+	Query     json.RawMessage `json:"query"`
+	Token     string          `json:"token"`
+	ProjectID string          `json:"projectId"`
+	APIKey    string          `json:"apiKey"`
 }
 
 // docOut is a document as REST shows it: the path without the project.
@@ -78,6 +80,7 @@ type errorMsg struct {
 	ID      string `json:"id,omitempty"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
 }
 
 func encode(v any) []byte {

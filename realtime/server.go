@@ -35,6 +35,7 @@ type Store interface {
 	ChangesSince(since uint64, max int) ([]raftstore.Event, uint64, error)
 	WaitRead(ctx context.Context, c raftstore.Consistency, minRev uint64) error
 	AppliedIndex() uint64
+	Query(ctx context.Context, req raftstore.QueryRequest) (*raftstore.QueryResult, error)
 }
 
 // Accounts is the identity service as realtime uses it.
@@ -68,6 +69,10 @@ type Config struct {
 	Shards int
 	// Registerer receives the realtime metrics (nil: none are kept).
 	Registerer prometheus.Registerer
+	// QueryScanLimit is how many documents a live query's read may examine
+	// without a usable index (default raftstore.DefaultQueryScanLimit, as
+	// --query-scan-limit for POST /api/db/query).
+	QueryScanLimit int
 	// Origins are the operator's browser origins, allowed for every project
 	// besides those the project lists (each canonical: auth.CanonicalOrigin).
 	Origins []string
@@ -97,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AuthTimeout <= 0 {
 		c.AuthTimeout = 10 * time.Second
+	}
+	if c.QueryScanLimit <= 0 {
+		c.QueryScanLimit = raftstore.DefaultQueryScanLimit
 	}
 	if c.Shards <= 0 {
 		c.Shards = runtime.GOMAXPROCS(0)

@@ -30,6 +30,11 @@ const (
 const (
 	TypeSet    = "set"
 	TypeDelete = "delete"
+	// A live query's changes (SubscribeQuery): a document entered the
+	// window, changed within it (maybe moving), or left it.
+	TypeAdded    = "added"
+	TypeModified = "modified"
+	TypeRemoved  = "removed"
 )
 
 var (
@@ -73,6 +78,10 @@ type Event struct {
 	UpdateTime string
 	// Documents is the full state, for KindSnapshot.
 	Documents []Document
+	// Index is, for a live query's change (Type TypeAdded, TypeModified or
+	// TypeRemoved), the document's position in the window: after the
+	// change, or for a removal before it.
+	Index int
 }
 
 // Notification is a push notification sent to the connected user.
@@ -120,6 +129,9 @@ type frame struct {
 	Type       string          `json:"type"`
 	Data       json.RawMessage `json:"data"`
 	UpdateTime string          `json:"updateTime"`
+	CreateTime string          `json:"createTime"`
+	Index      *int            `json:"index"`
+	Field      string          `json:"field"`
 	Code       string          `json:"code"`
 	Message    string          `json:"message"`
 	UserID     string          `json:"userId"`
@@ -152,11 +164,12 @@ type authMsg struct {
 }
 
 type subscribeMsg struct {
-	Op         string  `json:"op"`
-	ID         string  `json:"id"`
-	Collection string  `json:"collection"`
-	Prefix     bool    `json:"prefix,omitempty"`
-	Since      *uint64 `json:"since,omitempty"`
+	Op         string          `json:"op"`
+	ID         string          `json:"id"`
+	Collection string          `json:"collection"`
+	Prefix     bool            `json:"prefix,omitempty"`
+	Since      *uint64         `json:"since,omitempty"`
+	Query      json.RawMessage `json:"query,omitempty"`
 }
 
 type idMsg struct {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 )
@@ -44,6 +45,17 @@ type Subscription struct {
 	rev  uint64
 	open bool
 	seen map[string]struct{}
+
+	// A live query's window (query non-nil): win as the server describes
+	// it, base as it was at baseRev, the last revision known complete (the
+	// resume point), shown as the application last saw it while a resume
+	// replays (resuming).
+	query    json.RawMessage
+	win      []Document
+	base     []Document
+	baseRev  uint64
+	shown    []Document
+	resuming bool
 }
 
 // ID is the subscription id on the wire.
@@ -163,6 +175,9 @@ func (s *Subscription) sendSubscribe(ctx context.Context, sess *session) error {
 	s.gen = sess.gen
 	s.pending = nil
 	msg := subscribeMsg{Op: opSubscribe, ID: s.id, Collection: s.collection, Prefix: s.prefix, Since: s.resumeFrom()}
+	if s.query != nil {
+		msg = subscribeMsg{Op: opSubscribe, ID: s.id, Query: s.query, Since: s.queryResumeFrom()}
+	}
 	s.mu.Unlock()
 	if err := sess.send(ctx, msg); err != nil {
 		return err
@@ -227,6 +242,10 @@ func (s *Subscription) handle(sess *session, f *frame) {
 	s.mu.Lock()
 	if s.finished || s.gen != sess.gen {
 		s.mu.Unlock()
+		return
+	}
+	if s.query != nil {
+		s.handleQuery(sess, f)
 		return
 	}
 	var evs []Event
