@@ -17,6 +17,10 @@
 //     model orders access changes and writes by revision;
 //   - no acknowledged write is missing once the fault heals, and every node
 //     converges to the same documents, byte for byte;
+//   - strong queries through every node during the fault (paged with
+//     cursors, served by a declared index) return every create acknowledged
+//     before they started, each once and in order; once healed, every
+//     node's query answers exactly its listing (querycheck.go);
 //   - realtime streams on every node deliver strictly increasing revisions
 //     with no gap and no duplicate against the union of all streams, the
 //     same event for the same revision everywhere, and a resume with `since`

@@ -243,6 +243,20 @@ func TestCheckerCatchesStaleReads(t *testing.T) {
 		}
 	}
 	t.Logf("porcupine found the history illegal; %d strong reads answered by the partitioned follower %s (report: %s)", stale, res.victim, res.reportDir)
+	// The query check must catch the same build: a strong query the
+	// partitioned follower answers locally misses creates acknowledged
+	// elsewhere.
+	caught := ""
+	for _, f := range res.failures {
+		if strings.HasPrefix(f, "query round on "+res.victim) {
+			caught = f
+			break
+		}
+	}
+	if caught == "" {
+		t.Fatalf("the query check passed a build that serves strong queries from a partitioned follower's local state; failures: %v", res.failures)
+	}
+	t.Logf("the query check caught it too: %s", caught)
 }
 
 // ---- one run ----
@@ -407,6 +421,13 @@ func runFault(t *testing.T, fc faultCase, seed uint64, p profile, bin string) *r
 		}
 	}
 	w.startGuarded(loadCtx, &clients, guards, seed, 100)
+	// Strong queries through every node, judged against the creates
+	// acknowledged before each round.
+	r.checkFor(20*time.Second, "the log index declared", func() error { return c.declareLogIndex(c.nodes[0]) })
+	qcheck := &queryChecker{}
+	for _, n := range c.nodes {
+		clients.Go(func() { qcheck.run(loadCtx, w, n) })
+	}
 	r.checkFor(30*time.Second, "the load started", func() error {
 		if w.okCount() < 20 {
 			return fmt.Errorf("%d operations answered", w.okCount())
@@ -493,6 +514,16 @@ func runFault(t *testing.T, fc faultCase, seed uint64, p profile, bin string) *r
 	for _, g := range guards {
 		res.failures = append(res.failures, converged(c, g.owner.Headers(), guardedCollection, maxRev)...)
 	}
+
+	// 2b. Queries: every answered round held every create acknowledged before
+	// it, once each and in order; every node's index answers its listing.
+	rounds, unanswered, qfail := qcheck.result()
+	r.event("queries: %d rounds judged, %d not answered under the fault", rounds, unanswered)
+	if rounds == 0 {
+		res.failures = append(res.failures, "queries: no query round was answered")
+	}
+	res.failures = append(res.failures, qfail...)
+	res.failures = append(res.failures, queryConvergence(c, maxRev)...)
 
 	// 3. Streams: the live ones reach the final write, then resumed ones
 	// replay from the middle of the history on every node.

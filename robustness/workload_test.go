@@ -33,6 +33,7 @@ type ackedCreate struct {
 	Value string `json:"value"`
 	Rev   uint64 `json:"rev"`
 	Node  string `json:"node"`
+	Acked int64  `json:"acked"` // when the answer arrived (ns since the run began)
 }
 
 // workload runs clients pinned to nodes and records what they saw.
@@ -239,7 +240,7 @@ func (w *workload) create(n *node, path, val string) {
 		return
 	}
 	w.mu.Lock()
-	w.creates = append(w.creates, ackedCreate{Path: path, Value: val, Rev: rev, Node: n.id})
+	w.creates = append(w.creates, ackedCreate{Path: path, Value: val, Rev: rev, Node: n.id, Acked: w.now()})
 	w.mu.Unlock()
 }
 
