@@ -186,6 +186,45 @@ export interface Rule {
   write: string;
 }
 
+export type WhereOp = '==' | '!=' | '<' | '<=' | '>' | '>=' | 'in' | 'not-in' | 'array-contains' | 'array-contains-any' | 'exists';
+
+export interface Where {
+  /** A field, dotted for nested objects ("address.city"). */
+  field: string;
+  op: WhereOp;
+  value: JSONValue;
+}
+
+export interface OrderBy {
+  field: string;
+  direction?: 'asc' | 'desc';
+}
+
+/** A query's body (POST /api/db/query); see docs/api.md for the value order and the operators. */
+export interface Query {
+  /** The collection whose direct children are queried; with collectionGroup, a collection name. */
+  collection: string;
+  /** Every collection of that name, at any depth. */
+  collectionGroup?: boolean;
+  where?: Where[];
+  orderBy?: OrderBy[];
+  /** 1..1000, default 50. */
+  limit?: number;
+  /** The nextCursor of the previous page. */
+  startAfter?: string;
+  /** Only these (dotted) fields of each document's data. */
+  select?: string[];
+}
+
+export interface QueryPage<T = JSONObject> {
+  documents: Document<T>[];
+  /** Present while more results may follow. */
+  nextCursor?: string;
+}
+
+/** A live query: a query without startAfter. */
+export type LiveQuery = Omit<Query, 'startAfter'>;
+
 export interface Db {
   /** The document, or null when there is none. */
   get<T = JSONObject>(path: string, opts?: ReadOptions): Promise<Document<T> | null>;
@@ -195,6 +234,10 @@ export interface Db {
   deleteField<T = JSONObject>(path: string, field: string, opts?: WriteOptions): Promise<Document<T>>;
   delete(path: string, opts?: WriteOptions): Promise<{ deleted: true; revision: number }>;
   batch(writes: BatchWrite[]): Promise<BatchResult>;
+  /** Counts the results the caller may read. */
+  query(q: Query & { count: true }, opts?: ReadOptions): Promise<{ count: number }>;
+  /** Runs a query: one page of results in the query's order, readable by the caller. */
+  query<T = JSONObject>(q: Query, opts?: ReadOptions): Promise<QueryPage<T>>;
   /** Owner only. */
   getRules(): Promise<{ rules: Rule[] }>;
   /** Owner only. */
@@ -254,6 +297,31 @@ export interface Subscription {
   unsubscribe(): void;
 }
 
+/** A change of a live query's window. */
+export interface QueryChangeEvent<T = JSONObject> {
+  type: 'change';
+  changeType: 'added' | 'modified' | 'removed';
+  collection: string;
+  /** The document's position in the window after the change (for removed: before it). */
+  index: number;
+  revision: number;
+  /** Null for removed. */
+  data: T | null;
+  updateTime: string | null;
+}
+
+export type QueryEvent<T = JSONObject> = SnapshotEvent<T> | QueryChangeEvent<T> | ResetEvent | ResumedEvent | ErrorEvent;
+
+export interface QuerySubscribeOptions {
+  /** Also deliver a {type:'resumed'} event after each reconnect that resumed without a snapshot. */
+  resumeEvents?: boolean;
+}
+
+export interface QuerySubscription<T = JSONObject> extends Subscription {
+  /** The window as last delivered, in query order. */
+  readonly docs: Document<T>[];
+}
+
 export interface Notification {
   type: 'notification';
   id: string;
@@ -275,6 +343,8 @@ export type RealtimeStatus =
 export interface Realtime {
   subscribe<T = JSONObject>(path: string, opts: SubscribeOptions, onEvent: (ev: RealtimeEvent<T>) => void): Subscription;
   subscribe<T = JSONObject>(path: string, onEvent: (ev: RealtimeEvent<T>) => void): Subscription;
+  /** A live query; onEvent gets each event and the window after it, in query order. */
+  subscribeQuery<T = JSONObject>(q: LiveQuery, onEvent: (ev: QueryEvent<T>, docs: Document<T>[]) => void, opts?: QuerySubscribeOptions): QuerySubscription<T>;
   onNotification(cb: (n: Notification) => void): () => void;
   onStatus(cb: (s: RealtimeStatus) => void): () => void;
   readonly status: RealtimeStatus;

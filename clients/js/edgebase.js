@@ -408,6 +408,21 @@ class Db {
     return withRevision(await this._c.request('POST', '/api/db/batch', { body: { writes }, safe }));
   }
 
+  /**
+   * Runs a query (POST /api/db/query): {documents, nextCursor?}, or with
+   * count: true, {count}. q: {collection, where?, orderBy?, limit?,
+   * startAfter?, select?, count?, collectionGroup?}.
+   */
+  async query(q, opts) {
+    const body = {};
+    for (const k of ['collection', 'collectionGroup', 'where', 'orderBy', 'limit', 'startAfter', 'select', 'count']) {
+      if (q && q[k] != null) body[k] = q[k];
+    }
+    return (await this._c.request('POST', '/api/db/query', {
+      query: { consistency: opts && opts.consistency }, body, headers: readHeaders(opts), safe: true,
+    })).data;
+  }
+
   async getRules() {
     return (await this._c.request('GET', '/api/db/rules', { safe: true })).data;
   }
@@ -528,6 +543,45 @@ class Realtime {
     return {
       id: sub.id,
       get revision() { return sub.rev; },
+      unsubscribe: () => {
+        if (this._subs.get(sub.id) !== sub) return;
+        this._subs.delete(sub.id);
+        if (this._ready) this._send({ op: 'unsubscribe', id: sub.id });
+        this._idleCheck();
+      },
+    };
+  }
+
+  /**
+   * Subscribes to a live query: q is db.query's body without count and
+   * startAfter. onEvent(event, docs) gets a snapshot, then each change of
+   * the window ({type:"change", changeType:"added"|"modified"|"removed",
+   * collection, data, index, revision}), with docs the window after it, in
+   * query order. After a reconnect the window resumes from the last revision
+   * it was complete at: the changes that turn the window last delivered into
+   * the current one come as changes (then {type:"resumed"} with
+   * resumeEvents), or a reset and a fresh snapshot.
+   */
+  subscribeQuery(q, onEvent, opts) {
+    if (typeof onEvent !== 'function') {
+      throw new EdgebaseError({ code: 'invalid_argument', field: 'onEvent', message: 'subscribeQuery needs an onEvent callback' });
+    }
+    const body = {};
+    for (const k of ['collection', 'collectionGroup', 'where', 'orderBy', 'limit', 'select']) {
+      if (q && q[k] != null) body[k] = q[k];
+    }
+    const sub = {
+      id: 'q' + ++this._seq, query: body, resumeEvents: !!(opts && opts.resumeEvents), onEvent,
+      started: false, pending: [], rev: 0, win: [], base: [], baseRev: 0, shown: null, resuming: false,
+    };
+    this._subs.set(sub.id, sub);
+    this._closed = false;
+    if (this._ready) this._sendSubscribe(sub);
+    else this._ensure();
+    return {
+      id: sub.id,
+      get revision() { return sub.rev; },
+      get docs() { return (sub.resuming ? sub.shown : sub.win).slice(); },
       unsubscribe: () => {
         if (this._subs.get(sub.id) !== sub) return;
         this._subs.delete(sub.id);
@@ -735,6 +789,21 @@ class Realtime {
   }
 
   _sendSubscribe(sub) {
+    if (sub.query) {
+      const qm = { op: 'subscribe', id: sub.id, query: sub.query };
+      if (sub.started) {
+        // Resume from the last revision the window was complete at; the
+        // replay rebuilds it from there, out of the application's sight.
+        if (!sub.resuming) sub.shown = sub.win;
+        sub.resuming = true;
+        sub.win = sub.base.slice();
+        sub.rev = sub.baseRev;
+        qm.since = sub.baseRev;
+      }
+      sub.pending = [];
+      this._send(qm);
+      return;
+    }
     const msg = { op: 'subscribe', id: sub.id, collection: sub.path };
     if (sub.prefix) msg.prefix = true;
     if (sub.started) {
@@ -747,6 +816,10 @@ class Realtime {
   }
 
   _handle(sub, m) {
+    if (sub.query) {
+      this._handleQuery(sub, m);
+      return;
+    }
     switch (m.op) {
       case 'snapshot':
         sub.pending.push(...(m.documents || []));
@@ -795,6 +868,125 @@ class Realtime {
       default:
     }
   }
+}
+
+// ---------------------------------------------------------------- live queries
+
+Realtime.prototype._handleQuery = function handleQuery(sub, m) {
+  const deliver = (ev, docs) => {
+    if (!docs) docs = sub.win.slice();
+    try {
+      sub.onEvent(ev, docs);
+    } catch (e) {
+      console.error('edgebase: event listener threw', e);
+    }
+  };
+  const boundary = (rev) => {
+    sub.rev = rev;
+    sub.baseRev = rev;
+    sub.base = sub.win.slice();
+  };
+  switch (m.op) {
+    case 'snapshot':
+      sub.pending.push(...(m.documents || []));
+      if (m.more) return;
+      sub.started = true;
+      sub.win = sub.pending;
+      sub.pending = [];
+      sub.resuming = false;
+      sub.shown = null;
+      boundary(m.revision);
+      deliver({ type: 'snapshot', documents: sub.win.slice(), revision: m.revision });
+      return;
+    case 'reset':
+      sub.pending = [];
+      deliver({ type: 'reset', revision: m.revision });
+      return;
+    case 'resumed': {
+      const changes = sub.resuming ? windowDiff(sub.shown, sub.win, m.revision) : [];
+      // The application gets the changes from the window it last saw to
+      // the current one, each with the window after it.
+      const seen = sub.resuming ? sub.shown.slice() : null;
+      sub.resuming = false;
+      sub.shown = null;
+      boundary(m.revision);
+      for (const ev of changes) {
+        const at = seen.findIndex((d) => d.collection === ev.collection);
+        if (at >= 0) seen.splice(at, 1);
+        if (ev.changeType !== 'removed') seen.splice(ev.index, 0, sub.win.find((d) => d.collection === ev.collection));
+        deliver(ev, seen.slice());
+      }
+      if (sub.resumeEvents) deliver({ type: 'resumed', revision: m.revision });
+      return;
+    }
+    case 'change': {
+      if (m.revision < sub.rev) return;
+      if (m.revision > sub.rev) {
+        // Every change of sub.rev arrived: the window is complete there.
+        sub.base = sub.win.slice();
+        sub.baseRev = sub.rev;
+        sub.rev = m.revision;
+      }
+      const ev = applyWindow(sub.win, m);
+      if (ev && !sub.resuming) deliver(ev);
+      return;
+    }
+    case 'error':
+      this._subs.delete(sub.id);
+      emit(sub.onEvent, { type: 'error', error: new EdgebaseError({ code: m.code, message: m.message, field: m.field }) });
+      this._idleCheck();
+      return;
+    default:
+  }
+};
+
+/** Applies a live query's change message to the window (in place); the event, or null. */
+function applyWindow(win, m) {
+  if (typeof m.index !== 'number') return null;
+  const at = win.findIndex((d) => d.collection === m.collection);
+  if (at >= 0) win.splice(at, 1);
+  const ev = { type: 'change', changeType: m.type, collection: m.collection, index: m.index, revision: m.revision,
+    data: m.data === undefined ? null : m.data, updateTime: m.updateTime || null };
+  if (m.type === 'added' || m.type === 'modified') {
+    win.splice(Math.min(Math.max(m.index, 0), win.length), 0,
+      { collection: m.collection, data: m.data, revision: m.revision, createTime: m.createTime, updateTime: m.updateTime });
+  } else if (m.type !== 'removed') {
+    return null;
+  }
+  return ev;
+}
+
+/**
+ * The changes that turn window `from` into `to` as the server would send
+ * them: removals first, then insertions and moves by ascending position,
+ * as change events; the windows are not modified.
+ */
+function windowDiff(from, to, revision) {
+  const inTo = new Map(to.map((d, i) => [d.collection, i]));
+  const out = [];
+  const change = (changeType, d, index) => out.push({ type: 'change', changeType, collection: d.collection, index, revision,
+    data: changeType === 'removed' ? null : d.data, updateTime: changeType === 'removed' ? null : d.updateTime || null });
+  for (let i = from.length - 1; i >= 0; i--) {
+    if (!inTo.has(from[i].collection)) change('removed', from[i], i);
+  }
+  const work = from.filter((d) => inTo.has(d.collection));
+  const same = (a, b) => a.updateTime === b.updateTime && JSON.stringify(a.data) === JSON.stringify(b.data);
+  to.forEach((d, i) => {
+    if (i < work.length && work[i].collection === d.collection) {
+      if (!same(work[i], d)) change('modified', d, i);
+      work[i] = d;
+      return;
+    }
+    const j = work.findIndex((x, t) => t > i && x.collection === d.collection);
+    if (j < 0) {
+      change('added', d, i);
+    } else {
+      work.splice(j, 1);
+      change('modified', d, i);
+    }
+    work.splice(i, 0, d);
+  });
+  return out;
 }
 
 function emit(cb, ev) {

@@ -2,7 +2,7 @@
 // against edgebase.d.ts (TestTypes in ../node_test.go). It is never run.
 import createDefault, {
   createClient, EdgebaseError, EdgebaseClient, Document, RealtimeEvent, Notification, RealtimeStatus,
-  StorageAdapter, BatchWrite, LoginResult, Preferences,
+  StorageAdapter, BatchWrite, LoginResult, Preferences, Query, QueryEvent, QuerySubscription,
 } from '../edgebase.js';
 
 interface Note {
@@ -86,6 +86,19 @@ export async function everything(): Promise<void> {
   const exists: boolean = batch.results[0].exists;
   const rules = await c.db.getRules();
   await c.db.setRules(rules.rules);
+  const q: Query = {
+    collection: 'notes',
+    where: [{ field: 'done', op: '==', value: false }, { field: 'tags', op: 'array-contains-any', value: ['a', 'b'] }],
+    orderBy: [{ field: 'title', direction: 'desc' }],
+    limit: 20,
+    select: ['title'],
+  };
+  const qp = await c.db.query<Note>(q, { consistency: 'strong', minRevision: 2 });
+  const qFirst: Note | undefined = qp.documents[0]?.data;
+  const qNext: string | undefined = qp.nextCursor;
+  if (qNext) await c.db.query<Note>({ ...q, startAfter: qNext });
+  const counted = await c.db.query({ collection: 'notes', collectionGroup: true, count: true });
+  const n: number = counted.count;
 
   // realtime
   const sub = c.realtime.subscribe<Note>('notes', { prefix: true, resumeEvents: true }, (ev: RealtimeEvent<Note>) => {
@@ -123,6 +136,20 @@ export async function everything(): Promise<void> {
   sub.unsubscribe();
   const sub2 = c.realtime.subscribe('notes/1', (ev) => { void ev.type; });
   sub2.unsubscribe();
+  const live: QuerySubscription<Note> = c.realtime.subscribeQuery<Note>({ collection: 'notes', orderBy: [{ field: 'title' }], limit: 10 },
+    (ev: QueryEvent<Note>, docs: Document<Note>[]) => {
+      if (ev.type === 'change') {
+        const kind: 'added' | 'modified' | 'removed' = ev.changeType;
+        const at: number = ev.index;
+        const d: Note | null = ev.data;
+        void kind; void at; void d;
+      }
+      const shown: string | undefined = docs[0]?.data.title;
+      void shown;
+    }, { resumeEvents: true });
+  const liveDocs: Document<Note>[] = live.docs;
+  const liveRev: number = live.revision;
+  live.unsubscribe();
   const offNote = c.realtime.onNotification((n: Notification) => { const t: string = n.title; void t; });
   offNote();
   const offStatus = c.realtime.onStatus((s: RealtimeStatus) => {
@@ -171,5 +198,5 @@ export async function everything(): Promise<void> {
     }
   }
   void [role, totp, url, codes, newToken, f, tok, name, ok, title, created, deleted, next, first, exists,
-    subRev, state, platform, topics, prefs, delivered, on, targets];
+    subRev, state, platform, topics, prefs, delivered, on, targets, qFirst, n, liveDocs, liveRev];
 }
