@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/query"
+	"github.com/edgebase/edgebase/realtime/client"
 )
 
 // The query tests run against three node processes whose scan limit is
@@ -345,6 +348,122 @@ func TestQueriesOnProcesses(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLiveQueryOnProcesses follows a live query through the Go client on one
+// node process while another takes the writes: documents enter (pushing the
+// last one out of the window), change within it, leave it (refilled from
+// beyond the window); then the subscriber's node is killed and restarted
+// while writes go on, and the client resumes without a reset to exactly the
+// window a fresh query answers.
+func TestLiveQueryOnProcesses(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := mustStartCluster(t, ctx, clusterOpts{})
+	n1, n2 := c.nodes[0], c.nodes[1]
+	pr := c.mustCreateProject(n1)
+	owner := pr.Headers()
+	for i := 1; i <= 5; i++ {
+		c.mustWrite(n1, pr, fmt.Sprintf("tasks/t%d", i), map[string]any{"status": "open", "prio": i})
+	}
+	c.mustWrite(n1, pr, "tasks/t6", map[string]any{"status": "closed", "prio": 0})
+	c.mustReady(n2, 30*time.Second)
+
+	conn, err := client.Dial(ctx, client.Config{URL: n2.url(), Token: pr.Token, ProjectID: pr.ID, APIKey: pr.APIKey,
+		Reconnect: true, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, EventBuffer: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	q := query.Query{Collection: "tasks", Where: []query.Filter{{Field: "status", Op: "==", Value: json.RawMessage(`"open"`)}},
+		OrderBy: []query.Order{{Field: "prio"}}, Limit: 3}
+	sub, err := conn.SubscribeQuery(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []client.Event
+	go func() {
+		for ev := range sub.Events() {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}
+	}()
+	window := func() string {
+		var out []string
+		for _, d := range sub.Window() {
+			out = append(out, d.Collection[strings.LastIndexByte(d.Collection, '/')+1:])
+		}
+		return strings.Join(out, " ")
+	}
+	waitWindow := func(what, want string) {
+		t.Helper()
+		checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+			if got := window(); got != want {
+				return fmt.Errorf("%s: window [%s], want [%s]", what, got, want)
+			}
+			return nil
+		})
+	}
+	waitWindow("the snapshot", "t1 t2 t3")
+	seen := func(typ, id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range events {
+			if ev.Kind == client.KindChange && ev.Type == typ && strings.HasSuffix(ev.Collection, "/"+id) {
+				return true
+			}
+		}
+		return false
+	}
+
+	c.mustWrite(n1, pr, "tasks/t6", map[string]any{"status": "open", "prio": 0})
+	waitWindow("t6 enters", "t6 t1 t2")
+	if !seen(client.TypeAdded, "t6") || !seen(client.TypeRemoved, "t3") {
+		t.Errorf("t6 entering: events %+v, want t6 added and t3 removed", events)
+	}
+	c.mustWrite(n1, pr, "tasks/t1", map[string]any{"status": "open", "prio": 1, "note": "edited"})
+	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+		if !seen(client.TypeModified, "t1") {
+			return fmt.Errorf("no modified event for t1")
+		}
+		return nil
+	})
+	c.mustWrite(n1, pr, "tasks/t6", map[string]any{"status": "closed", "prio": 0})
+	waitWindow("t6 leaves, t3 refills", "t1 t2 t3")
+
+	// The subscriber's node dies; writes go on elsewhere; it comes back.
+	n2.mustKill9()
+	c.mustWrite(n1, pr, "tasks/t2", map[string]any{"status": "closed", "prio": 2})
+	c.mustWrite(n1, pr, "tasks/t7", map[string]any{"status": "open", "prio": 0.5})
+	c.mustWrite(n1, pr, "tasks/t8", map[string]any{"status": "open", "prio": 9})
+	n2.mustStart()
+	c.mustReady(n2, 60*time.Second)
+	want := strings.Join(ids(c.mustQuery(n1, owner, map[string]any{"collection": "tasks",
+		"where": []any{where("status", "==", "open")}, "orderBy": []any{map[string]any{"field": "prio"}}, "limit": 3}).Documents), " ")
+	if want != "t7 t1 t3" {
+		t.Fatalf("a fresh query answers [%s], want [t7 t1 t3]", want)
+	}
+	waitWindow("after the node's restart", want)
+	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range events {
+			if ev.Kind == client.KindResumed {
+				return nil
+			}
+		}
+		return fmt.Errorf("no resumed event yet")
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, ev := range events {
+		if ev.Kind == client.KindReset || ev.Kind == client.KindSnapshot {
+			t.Errorf("a %s after the first window: the resume should replay the change log, events %+v", ev.Kind, events)
+		}
+	}
 }
 
 // errCode is the code of an error answer, or "".
