@@ -64,6 +64,10 @@ type IndexRequiredError struct {
 }
 
 func (e *IndexRequiredError) Error() string {
+	if len(e.Index.Fields) == 0 {
+		// No index serves a query without an equality or an order.
+		return fmt.Sprintf("the query would examine more than %d documents and no index can serve it (it has neither an == filter nor an order); add one that an index can serve", e.ScanLimit)
+	}
 	def, err := json.Marshal(e.Index)
 	if err != nil {
 		def = []byte(fmt.Sprintf("%+v", e.Index))
