@@ -172,13 +172,20 @@ func (f IndexField) desc() bool { return f.Direction == "desc" }
 // the document has all of the fields (a document missing one has no entry,
 // as in Firestore). Data that is not a JSON object has no entry.
 func (ix Index) Entry(path string, data json.RawMessage) ([]byte, bool) {
-	doc, ok := object(data)
-	if !ok || len(ix.Fields) == 0 {
+	if len(ix.Fields) == 0 {
+		return nil, false
+	}
+	paths := make([][]string, len(ix.Fields))
+	for i, f := range ix.Fields {
+		paths[i] = strings.Split(f.Field, ".")
+	}
+	doc, ok := object(data, needOf(paths...))
+	if !ok {
 		return nil, false
 	}
 	var key []byte
-	for _, f := range ix.Fields {
-		v, ok := lookup(doc, strings.Split(f.Field, "."))
+	for i, f := range ix.Fields {
+		v, ok := lookup(doc, paths[i])
 		if !ok {
 			return nil, false
 		}

@@ -177,6 +177,19 @@ func Compile(q *Query) (*Compiled, error) {
 		return nil, errQuery("select", "a count returns no documents to select fields of")
 	}
 	c.digest = c.shapeDigest()
+	c.matchNeed, c.sortNeed, c.selNeed = &need{}, &need{}, &need{}
+	for _, f := range c.filters {
+		c.matchNeed.add(f.path)
+	}
+	for _, o := range c.orders {
+		c.matchNeed.add(o.path)
+	}
+	for _, o := range c.sortBy {
+		c.sortNeed.add(o.path)
+	}
+	for _, p := range c.sel {
+		c.selNeed.add(p)
+	}
 	return c, nil
 }
 
@@ -382,6 +395,9 @@ type Compiled struct {
 	hiInc      bool            //
 	sel        [][]string      // select paths
 	digest     [digestLen]byte // the shape's, for cursors
+
+	// The members Match, SortKey and Project read.
+	matchNeed, sortNeed, selNeed *need
 }
 
 type filter struct {
@@ -399,9 +415,10 @@ type order struct {
 	pinned bool
 }
 
-// object decodes document data; ok is false when it is not a JSON object.
-func object(data json.RawMessage) (map[string]any, bool) {
-	v, ok := decode(data)
+// object decodes document data, building the members n needs (nil: all);
+// ok is false when it is not a JSON object.
+func object(data json.RawMessage, n *need) (map[string]any, bool) {
+	v, ok := parseJSON(data, n)
 	if !ok {
 		return nil, false
 	}
@@ -413,7 +430,7 @@ func object(data json.RawMessage) (map[string]any, bool) {
 // where clause and has every orderBy field. Data that is not a JSON object
 // matches nothing.
 func (c *Compiled) Match(data json.RawMessage) bool {
-	doc, ok := object(data)
+	doc, ok := object(data, c.matchNeed)
 	if !ok {
 		return false
 	}
@@ -502,7 +519,7 @@ func containsValue(list []any, v any) bool {
 // same in every match), and "the last orderBy" is the last one left:
 // without one, the path is ascending.
 func (c *Compiled) SortKey(path string, data json.RawMessage) []byte {
-	doc, _ := object(data)
+	doc, _ := object(data, c.sortNeed)
 	var key []byte
 	for _, o := range c.sortBy {
 		v, ok := lookup(doc, o.path)
@@ -533,7 +550,7 @@ func (c *Compiled) Project(data json.RawMessage) json.RawMessage {
 	if len(c.sel) == 0 {
 		return data
 	}
-	doc, _ := object(data)
+	doc, _ := object(data, c.selNeed)
 	out := map[string]any{}
 	for _, p := range c.sel {
 		v, ok := lookup(doc, p)

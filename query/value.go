@@ -1,11 +1,9 @@
 package query
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -40,19 +38,9 @@ const (
 )
 
 // decode parses one JSON value into nil, bool, json.Number, string, []any
-// or map[string]any (the last of duplicate keys wins). ok is false when raw
-// is not exactly one JSON value.
-func decode(raw []byte) (v any, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, false
-	}
-	return v, true
-}
+// or map[string]any, as encoding/json with UseNumber would (the last of
+// duplicate keys wins). ok is false when raw is not exactly one JSON value.
+func decode(raw []byte) (v any, ok bool) { return parseJSON(raw, nil) }
 
 // number is a JSON number as float64: beyond float64's range it is ±Inf
 // (or 0), and -0 is 0, so that equal numbers encode alike.
