@@ -245,10 +245,14 @@ func lastSegment(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
 // Suggest is the index that would serve c: its equality fields (sorted),
 // then its orderBy fields (with the range field first, and the one a range
 // filter implies). Its Collection is the last segment of the query's. When
-// the query has neither an equality nor an order, no index serves it and
-// Fields is empty.
+// the query has neither an equality nor an order, or more of them than an
+// index may have fields (MaxIndexFields), no index serves it and Fields is
+// empty.
 func Suggest(c *Compiled) Index {
 	ix := Index{Collection: lastSegment(c.Q.Collection), CollectionGroup: c.Q.CollectionGroup}
+	if len(c.eq)+len(c.sortBy) > MaxIndexFields {
+		return ix
+	}
 	eqs := make([]string, 0, len(c.eq))
 	for f := range c.eq {
 		eqs = append(eqs, f)

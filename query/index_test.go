@@ -328,6 +328,10 @@ func TestSuggest(t *testing.T) {
 			`{"collection":"c","fields":[{"field":"s","direction":"asc"}]}`},
 		{`{"collection":"c","where":[{"field":"tags","op":"array-contains","value":1}]}`,
 			`{"collection":"c","fields":null}`},
+		{`{"collection":"c","where":[` + strings.Repeat(`{"field":"a","op":"==","value":1},`, 3) + `{"field":"b","op":"==","value":1},{"field":"c","op":"==","value":1},{"field":"d","op":"==","value":1},{"field":"e","op":"==","value":1},{"field":"f","op":"==","value":1},{"field":"g","op":"==","value":1}],"orderBy":[{"field":"h"},{"field":"i"}]}`,
+			`{"collection":"c","fields":null}`},
+		{`{"collection":"c","where":[{"field":"b","op":"==","value":1},{"field":"c","op":"==","value":1},{"field":"d","op":"==","value":1},{"field":"e","op":"==","value":1},{"field":"f","op":"==","value":1},{"field":"g","op":"==","value":1}],"orderBy":[{"field":"h"},{"field":"i"}]}`,
+			`{"collection":"c","fields":[{"field":"b","direction":"asc"},{"field":"c","direction":"asc"},{"field":"d","direction":"asc"},{"field":"e","direction":"asc"},{"field":"f","direction":"asc"},{"field":"g","direction":"asc"},{"field":"h","direction":"asc"},{"field":"i","direction":"asc"}]}`},
 	} {
 		c := mustParse(t, tc.query)
 		got, err := json.Marshal(Suggest(c))

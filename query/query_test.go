@@ -368,3 +368,38 @@ func TestProject(t *testing.T) {
 		}
 	}
 }
+
+func TestCompileDirect(t *testing.T) {
+	for _, tc := range []struct {
+		q           Query
+		field, code string
+	}{
+		{Query{Collection: "c", Where: []Filter{{Field: "a", Op: "=="}}}, "where[0].value", CodeInvalidArgument},
+		{Query{Collection: "c", Where: []Filter{{Field: "a", Op: "==", Value: json.RawMessage(`{`)}}}, "where[0].value", CodeInvalidArgument},
+		{Query{Collection: "c", Where: []Filter{{Field: "a", Op: "==", Value: json.RawMessage(`1 2`)}}}, "where[0].value", CodeInvalidArgument},
+		{Query{Collection: "c", Limit: -5}, "limit", CodeInvalidArgument},
+		{Query{Collection: "c", Limit: MaxLimit + 1}, "limit", CodeInvalidArgument},
+		{Query{Collection: "c", OrderBy: []Order{{Field: "a", Direction: "Desc"}}}, "orderBy[0].direction", CodeInvalidArgument},
+		{Query{Collection: "c", CollectionGroup: true, Count: true, Select: []string{"a"}}, "select", CodeInvalidQuery},
+	} {
+		_, err := Compile(&tc.q)
+		var qe *Error
+		if !errors.As(err, &qe) || qe.Field != tc.field || qe.Code != tc.code {
+			t.Errorf("Compile(%+v) = %v, want %s on %s", tc.q, err, tc.code, tc.field)
+		}
+	}
+	q := Query{Collection: "c", Where: []Filter{{Field: "a", Op: "in", Value: json.RawMessage(` [1, 2] `)}}, OrderBy: []Order{{Field: "b"}}}
+	c, err := Compile(&q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Q.OrderBy[0].Direction != "asc" || q.OrderBy[0].Direction != "" {
+		t.Errorf("directions: compiled %q, caller's %q (must stay untouched)", c.Q.OrderBy[0].Direction, q.OrderBy[0].Direction)
+	}
+	if !c.Match(json.RawMessage(`{"a":2.0,"b":null}`)) || c.Match(json.RawMessage(`{"a":3,"b":null}`)) {
+		t.Error("in [1, 2] with spaces does not match as it should")
+	}
+	if e := (&Error{Field: "limit", Message: "bad"}); e.Error() != "limit: bad" {
+		t.Errorf("Error() = %q", e.Error())
+	}
+}
