@@ -200,15 +200,16 @@ func TestOpenAPIServed(t *testing.T) {
 
 // errorCodeRE finds the error codes the Go code defines, in the forms the
 // packages use: auth's refusal and Code methods, push's and realtime's
-// error literals, httpapi's newError, badField and apiError.
-var errorCodeRE = regexp.MustCompile(`(?:refusal\(http\.\w+, |code: +|httpError\{http\.\w+, |newError\(http\.\w+, |Code: +|badField\("[^"]*", |Code\(\) string +\{ return )"([a-z_]+)"`)
+// error literals, httpapi's newError, badField and apiError, query's Code
+// constants.
+var errorCodeRE = regexp.MustCompile(`(?:refusal\(http\.\w+, |code: +|httpError\{http\.\w+, |newError\(http\.\w+, |Code: +|badField\("[^"]*", |Code\(\) string +\{ return |\bCode[A-Z]\w* += +)"([a-z_]+)"`)
 
 // TestOpenAPIErrorCodesComplete: the document's ErrorCode enum is exactly
 // the set of codes the code defines, so a new code cannot ship undocumented
 // (the response check catches only the codes the suite happens to see).
 func TestOpenAPIErrorCodesComplete(t *testing.T) {
 	defined := map[string]string{}
-	for _, dir := range []string{".", "../auth", "../push", "../realtime", "../raftstore"} {
+	for _, dir := range []string{".", "../auth", "../push", "../realtime", "../raftstore", "../query"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

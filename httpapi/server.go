@@ -31,6 +31,8 @@ type Store interface {
 	List(parent, after string, limit int) ([]*raftstore.Document, string, error)
 	WaitRead(ctx context.Context, c raftstore.Consistency, minRev uint64) error
 	WaitApplied(ctx context.Context, idx uint64) error
+	Query(ctx context.Context, req raftstore.QueryRequest) (*raftstore.QueryResult, error)
+	Indexes(pid string) ([]raftstore.IndexState, error)
 }
 
 // Cluster is membership and operator access to the store.
@@ -130,6 +132,8 @@ type Server struct {
 	metricsPage  http.Handler
 	errLog       *logLimiter // 5xx lines: at most errLogBurst a second
 	corsOrigins  []string    // the operator's, canonical
+	// queryScanLimit bounds the documents a query examines without an index.
+	queryScanLimit int
 }
 
 // errLogBurst is how many 5xx error lines a node writes per second; the
@@ -150,13 +154,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 5 * time.Second
 	}
+	if cfg.QueryScanLimit <= 0 {
+		cfg.QueryScanLimit = raftstore.DefaultQueryScanLimit
+	}
 	corsOrigins, err := auth.CanonicalOrigins(cfg.CORSOrigins)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: CORS origins: %w", err)
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
 		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: newRouteMux(),
-		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now), corsOrigins: corsOrigins}
+		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now), corsOrigins: corsOrigins, queryScanLimit: cfg.QueryScanLimit}
 	s.routes()
 	s.routeLabels = routeLabels(s.mux.patterns)
 	if s.metrics, err = newHTTPMetrics(cfg.Registerer, s.routeLabels); err != nil {
@@ -169,6 +176,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/db", s.handleDB)
 	s.mux.HandleFunc("/api/db/rules", s.handleRules)
 	s.mux.HandleFunc("/api/db/batch", s.handleBatch)
+	s.mux.HandleFunc("/api/db/query", s.handleQuery)
+	s.mux.HandleFunc("/api/db/indexes", s.handleIndexes)
 	s.mux.HandleFunc("/api/auth", s.handleAuth)
 	s.mux.HandleFunc("/api/authenticator/{op}", s.handleAuthenticator)
 	s.mux.HandleFunc("/api/origins", s.handleOrigins)
