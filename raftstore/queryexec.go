@@ -65,8 +65,9 @@ type IndexRequiredError struct {
 
 func (e *IndexRequiredError) Error() string {
 	if len(e.Index.Fields) == 0 {
-		// No index serves a query without an equality or an order.
-		return fmt.Sprintf("the query would examine more than %d documents and no index can serve it (it has neither an == filter nor an order); add one that an index can serve", e.ScanLimit)
+		// No index serves a query without an equality or an order, or
+		// with more of them than an index holds.
+		return fmt.Sprintf("the query would examine more than %d documents and no index can serve it (an index needs an == filter or an order, and holds at most %d fields)", e.ScanLimit, query.MaxIndexFields)
 	}
 	def, err := json.Marshal(e.Index)
 	if err != nil {
@@ -388,7 +389,7 @@ func typeBounds(op json.RawMessage, lo []byte, loInc bool, hi []byte, hiInc bool
 // pickAuto chooses the automatic index of one of the query's equalities on
 // a top-level field with a scalar operand: the one with the fewest entries
 // (counted up to the scan limit).
-func (x *queryRun) pickAuto() (field string, prefix []byte, ok bool) {
+func (x *queryRun) pickAuto() (string, []byte, bool) {
 	var fields []string
 	eqs := x.c.Equalities()
 	for f := range eqs {
@@ -400,19 +401,19 @@ func (x *queryRun) pickAuto() (field string, prefix []byte, ok bool) {
 		return "", nil, false
 	}
 	slices.Sort(fields)
-	best, bestN := "", -1
-	var bestPrefix []byte
-	for _, f := range fields {
-		p := append(bytes.Clone(autoKeyPrefix(x.parent, f)), eqs[f]...)
-		n := x.countKeys(p, x.scanLimit+1)
-		if bestN < 0 || n < bestN {
-			best, bestN, bestPrefix = f, n, p
-		}
-		if len(fields) == 1 {
-			break
+	prefix := func(f string) []byte { return append(bytes.Clone(autoKeyPrefix(x.parent, f)), eqs[f]...) }
+	best := fields[0]
+	if len(fields) == 1 {
+		return best, prefix(best), true
+	}
+	bestN := x.countKeys(prefix(best), x.scanLimit+1)
+	for _, f := range fields[1:] {
+		// Counting stops where it could no longer beat the best so far.
+		if n := x.countKeys(prefix(f), bestN); n < bestN {
+			best, bestN = f, n
 		}
 	}
-	return best, bestPrefix, true
+	return best, prefix(best), true
 }
 
 // eqOperand is the operand of the last "==" clause on field (the one
