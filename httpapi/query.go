@@ -160,8 +160,13 @@ func queryError(err error) error {
 
 // indexRequired is the answer to a query that no index serves and that
 // would examine more than the scan limit: it names the index to declare,
-// as the JSON PUT /api/db/indexes takes.
+// as the JSON PUT /api/db/indexes takes, or says that no index can serve
+// the query as it is.
 func indexRequired(e *raftstore.IndexRequiredError) *apiError {
+	if len(e.Index.Fields) == 0 {
+		return newError(http.StatusBadRequest, "index_required",
+			fmt.Sprintf("this query would examine more than %d documents and no index can serve it: it has neither an == filter nor an orderBy (or more of them than an index may have fields); filter with == or order by a field an index can hold", e.ScanLimit))
+	}
 	ix := e.Index
 	ix.Fields = slices.Clone(ix.Fields)
 	for i := range ix.Fields {

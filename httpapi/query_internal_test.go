@@ -29,6 +29,11 @@ func TestIndexRequiredAnswer(t *testing.T) {
 	if ae.Status != http.StatusServiceUnavailable || ae.Code != "index_building" || ae.RetryAfter < 1 || !strings.Contains(ae.Message, want) {
 		t.Errorf("index_building: %+v; want 503 index_building with Retry-After naming %s", ae, want)
 	}
+	// A query no index can serve (no == filter, no order) names none.
+	ae = errorFor(queryError(&raftstore.IndexRequiredError{Index: query.Index{Collection: "logs"}, ScanLimit: 7}))
+	if ae.Status != http.StatusBadRequest || ae.Code != "index_required" || !strings.Contains(ae.Message, "no index can serve it") || strings.Contains(ae.Message, "create the index") {
+		t.Errorf("index_required without an index: %+v", ae)
+	}
 	qe := &query.Error{Field: "where[2].op", Code: "invalid_argument", Message: "unknown operator"}
 	if ae = errorFor(queryError(qe)); ae.Status != http.StatusBadRequest || ae.Field != "where[2].op" || ae.Code != "invalid_argument" {
 		t.Errorf("query error: %+v", ae)
