@@ -56,6 +56,7 @@ func TestParseIndexes(t *testing.T) {
 		{`{"indexes":null}`, "indexes", CodeInvalidArgument},
 		{`{"indexes":{}}`, "indexes", CodeInvalidArgument},
 		{`{"indexes":[],"x":1}`, "x", CodeInvalidArgument},
+		{`{"indexes":[],"indexes":[]}`, "indexes", CodeInvalidArgument},
 		{`{"indexes":[` + strings.Join(many, ",") + `]}`, "indexes", CodeInvalidArgument},
 		{`{"indexes":[1]}`, "indexes[0]", CodeInvalidArgument},
 		{`{"indexes":[{"collection":"c","fields":[{"field":"a"}],"unique":true}]}`, "indexes[0].unique", CodeInvalidArgument},

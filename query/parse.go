@@ -16,8 +16,8 @@ import (
 // collection group a single segment); the caller checks it as a path.
 //
 // Member names match exactly (not case-insensitively, as encoding/json
-// would); a member given as null is absent, except a filter's value, where
-// null is the operand.
+// would) and at most once; a member given as null is absent, except a
+// filter's value, where null is the operand.
 func Parse(body []byte) (*Compiled, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var raw json.RawMessage
@@ -101,29 +101,33 @@ func Parse(body []byte) (*Compiled, error) {
 }
 
 // members decodes a JSON object whose member names must be among known
-// (exactly); at names it in errors ("" for the body itself).
+// (exactly, each at most once); at names it in errors ("" for the body
+// itself).
 func members(raw json.RawMessage, at string, known ...string) (map[string]json.RawMessage, *Error) {
-	var m map[string]json.RawMessage
 	what := at
 	if what == "" {
 		what = "the query"
 	}
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+	names, ok := memberNames(raw)
+	var m map[string]json.RawMessage
+	if !ok || json.Unmarshal(raw, &m) != nil || m == nil {
 		return nil, errArg(at, "%s must be a JSON object", what)
 	}
-	var unknown []string
-	for k := range m {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
+	field := func(name string) string {
+		if at == "" {
+			return name
 		}
+		return at + "." + name
 	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		field := unknown[0]
-		if at != "" {
-			field = at + "." + field
+	seen := make(map[string]bool, len(names))
+	for _, k := range names {
+		if !slices.Contains(known, k) {
+			return nil, errArg(field(k), "unknown member %q", k)
 		}
-		return nil, errArg(field, "unknown member %q", unknown[0])
+		if seen[k] {
+			return nil, errArg(field(k), "member %q is given twice", k)
+		}
+		seen[k] = true
 	}
 	return m, nil
 }

@@ -351,3 +351,59 @@ func (p *parser) number(build bool) (any, bool) {
 	}
 	return json.Number(p.b[start:p.i]), true
 }
+
+// memberNames are the member names of the JSON object b, in order and with
+// repeats; ok is false when b is not a JSON object.
+func memberNames(b []byte) (names []string, ok bool) {
+	p := parser{b: b}
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		return nil, false
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		p.ws()
+		return names, p.i == len(p.b)
+	}
+	for {
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return nil, false
+		}
+		start := p.i
+		simple, ok := p.scanString()
+		if !ok {
+			return nil, false
+		}
+		name, ok := unquote(p.b[start:p.i], simple)
+		if !ok {
+			return nil, false
+		}
+		names = append(names, name)
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return nil, false
+		}
+		p.i++
+		p.ws()
+		if _, ok := p.value(nil, false); !ok {
+			return nil, false
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case '}':
+			p.i++
+			p.ws()
+			return names, p.i == len(p.b)
+		default:
+			return nil, false
+		}
+	}
+}

@@ -98,7 +98,12 @@ type Error struct {
 	Message string
 }
 
-func (e *Error) Error() string { return e.Field + ": " + e.Message }
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
 
 // Error codes.
 const (

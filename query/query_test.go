@@ -163,6 +163,9 @@ func TestParseRefusals(t *testing.T) {
 		{`{"collection":"c"`, "", CodeInvalidArgument},
 		{`{"collection":"c","bogus":1}`, "bogus", CodeInvalidArgument},
 		{`{"Collection":"c"}`, "Collection", CodeInvalidArgument},
+		{`{"collection":"c","zz":1,"aa":2}`, "zz", CodeInvalidArgument},
+		{`{"collection":"c","collection":"d"}`, "collection", CodeInvalidArgument},
+		{`{"collection":"c","where":[{"field":"a","op":"==","value":1,"value":2}]}`, "where[0].value", CodeInvalidArgument},
 		{`{}`, "collection", CodeInvalidArgument},
 		{`{"collection":""}`, "collection", CodeInvalidArgument},
 		{`{"collection":1}`, "collection", CodeInvalidArgument},
@@ -401,5 +404,8 @@ func TestCompileDirect(t *testing.T) {
 	}
 	if e := (&Error{Field: "limit", Message: "bad"}); e.Error() != "limit: bad" {
 		t.Errorf("Error() = %q", e.Error())
+	}
+	if e := (&Error{Message: "bad"}); e.Error() != "bad" {
+		t.Errorf("Error() without a field = %q", e.Error())
 	}
 }
