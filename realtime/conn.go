@@ -134,6 +134,9 @@ func (s *sub) flush() {
 		}
 	}
 	s.pending = nil
+	if s.q != nil {
+		s.queryFlush()
+	}
 }
 
 // goLive makes the subscription live after a snapshot or replay complete

@@ -36,6 +36,7 @@ type shard struct {
 	// collection, or a collection group's project and name.
 	queries map[string]map[*sub]struct{}
 	groups  int       // live collection-group queries among them
+	dirty   []*sub    // live queries changed by the revision being routed
 	dec     decisions // of the change being routed
 }
 
@@ -191,6 +192,9 @@ func (sh *shard) removeSub(s *sub) {
 func (sh *shard) route(b *raftstore.Batch) {
 	for i := range b.Events {
 		ev := &b.Events[i]
+		if len(sh.dirty) > 0 && i > 0 && ev.Revision != b.Events[i-1].Revision {
+			sh.flushQueries()
+		}
 		p := ev.Path
 		if len(sh.watch) > 0 {
 			sh.routeWatch(ev)
@@ -218,6 +222,9 @@ func (sh *shard) route(b *raftstore.Batch) {
 				deliver(sh.prefix[p[:j]])
 			}
 		}
+	}
+	if len(sh.dirty) > 0 {
+		sh.flushQueries()
 	}
 	sh.dec.reset(nil) // keeps no batch alive
 }

@@ -32,11 +32,12 @@ import (
 // readable, moved past the end) is refilled from the store: the documents
 // after the window's last one (Store.Query with a cursor). The store may be
 // ahead of the event being routed when it answers; the refilled documents
-// are then newer than the event, the events in between that concern them
-// are skipped by revision, and the messages carry the store's revision
-// until the feed has caught up with it, so that every revision a subscriber
-// has complete (it saw a later one) is one at which its window was exactly
-// the query's first `limit` results: the point it can resume from.
+// are then newer than the event, and the events in between that concern
+// them are skipped by revision. The changes of one revision are applied
+// together and sent as one group, the difference of the window before and
+// after; its last message is a checkpoint when the window is then exactly
+// the query's first `limit` results at that revision (no refill read beyond
+// it): the point a subscriber resumes from.
 //
 // Resume (since R): the change log holds no document's state before a
 // change, so the window at R is rebuilt from the current state: at one
@@ -76,9 +77,16 @@ type querySub struct {
 	key   string // the query's canonical JSON: refills of equal queries are shared
 	coll  string // the collection, relative to the project
 
+	id string // the subscription's
+
 	win      []qdoc // the window, in query order
 	exactRev uint64 // the revision of the newest refill
 	failed   bool
+	// While a revision's changes are applied: the window before them,
+	// and the revision.
+	dirty    bool
+	from     []qdoc
+	groupRev uint64
 }
 
 // qdoc is a document of a window with its SortKey.
@@ -131,7 +139,7 @@ func (c *conn) parseQuerySub(m clientMsg) (*querySub, *queryRefusal) {
 	if err != nil {
 		return nil, &queryRefusal{"invalid_query", "query", err.Error()}
 	}
-	return &querySub{c: cq, route: queryRouteKey(c.pid, cq.Q.Collection, cq.Q.CollectionGroup),
+	return &querySub{c: cq, id: m.ID, route: queryRouteKey(c.pid, cq.Q.Collection, cq.Q.CollectionGroup),
 		group: cq.Q.CollectionGroup, key: string(canon), coll: cq.Q.Collection}, nil
 }
 
@@ -561,14 +569,10 @@ func (c *conn) tryResume(s *sub, v *view, since uint64) (uint64, []qdoc, error) 
 			}
 		}
 		next := window()
-		var sendErr error
-		diffWindows(cur, next, func(typ string, d *raftstore.Document, index int) {
-			if sendErr == nil {
-				sendErr = c.send(s.ctx, q.changeMessage(s.id, typ, r, d, index))
+		for _, m := range q.changes(cur, next, r, true) {
+			if err := c.send(s.ctx, encode(m)); err != nil {
+				return 0, nil, err
 			}
-		})
-		if sendErr != nil {
-			return 0, nil, sendErr
 		}
 		cur = next
 	}
@@ -642,6 +646,13 @@ func (s *sub) queryEvent(ev *raftstore.Event, d *decisions) {
 	if q.failed {
 		return
 	}
+	if !q.dirty {
+		// The first change of a revision: its messages go out when the
+		// revision is over (queryFlush).
+		q.dirty, q.from = true, q.win
+		s.c.shard.dirty = append(s.c.shard.dirty, s)
+	}
+	q.groupRev = max(q.groupRev, ev.Revision)
 	idx := -1
 	for i := range q.win {
 		if q.win[i].doc.Path == ev.Path {
@@ -685,10 +696,9 @@ func (s *sub) queryEvent(ev *raftstore.Event, d *decisions) {
 		// window in the store takes its place.
 		refill = true
 	}
-	rev := max(ev.Revision, q.exactRev)
 	if refill {
 		var err error
-		if next, err = s.refillWindow(next, d); err != nil {
+		if next, err = s.refillWindow(next, ev.Revision, d); err != nil {
 			q.failed = true
 			s.c.srv.logger.Warn("realtime live query refill failed", "err", err)
 			code, field, msg, ok := queryErrorOf(err)
@@ -698,21 +708,44 @@ func (s *sub) queryEvent(ev *raftstore.Event, d *decisions) {
 			go s.c.dropSubField(s, code, field, msg)
 			return
 		}
-		rev = max(rev, q.exactRev)
 	}
-	diffWindows(q.win, next, func(typ string, doc *raftstore.Document, index int) {
-		if s.c.enqueue(q.changeMessage(s.id, typ, rev, doc, index)) {
+	q.win = next
+}
+
+// queryFlush sends how the window changed over the revision (or the held
+// changes) just applied: one group of messages at that revision, the last
+// one marked as a checkpoint when the window is then exact (shard).
+func (s *sub) queryFlush() {
+	q := s.q
+	if !q.dirty {
+		return
+	}
+	from, rev := q.from, q.groupRev
+	q.dirty, q.from = false, nil
+	if q.failed || s.removed {
+		return
+	}
+	for _, m := range q.changes(from, q.win, rev, q.exactRev <= rev) {
+		if s.c.enqueue(encode(m)) {
 			s.c.srv.metrics.eventSent()
 		}
-	})
-	q.win = next
+	}
+}
+
+// flushQueries ends the revision for the live queries it changed (shard).
+func (sh *shard) flushQueries() {
+	for _, s := range sh.dirty {
+		s.queryFlush()
+	}
+	clear(sh.dirty)
+	sh.dirty = sh.dirty[:0]
 }
 
 // refillWindow fills next up to the limit with what follows it in the
 // store. A document the store has moved past the window's end since the
 // state next holds of it comes back from the store: its older entry is
 // dropped, and what is then missing is read again.
-func (s *sub) refillWindow(next []qdoc, d *decisions) ([]qdoc, error) {
+func (s *sub) refillWindow(next []qdoc, at uint64, d *decisions) ([]qdoc, error) {
 	q := s.q
 	for tries := 0; len(next) < q.limit() && tries < 4; tries++ {
 		var after []byte
@@ -720,7 +753,7 @@ func (s *sub) refillWindow(next []qdoc, d *decisions) ([]qdoc, error) {
 			after = next[len(next)-1].key
 		}
 		want := q.limit() - len(next)
-		more, brev, err := s.refill(after, want, d)
+		more, brev, err := s.refill(after, want, at, d)
 		if err != nil {
 			return nil, err
 		}
@@ -757,7 +790,7 @@ type refillResult struct {
 
 // refill reads the n results after the SortKey after (shard; shared by the
 // live queries that ask the same during one change).
-func (s *sub) refill(after []byte, n int, d *decisions) ([]qdoc, uint64, error) {
+func (s *sub) refill(after []byte, n int, at uint64, d *decisions) ([]qdoc, uint64, error) {
 	v := s.view
 	k := refillKey{query: s.q.key, view: viewKey{rules: v.rules}, after: string(after), n: n}
 	if v.scope != auth.ReadAll {
@@ -773,6 +806,16 @@ func (s *sub) refill(after []byte, n int, d *decisions) ([]qdoc, uint64, error) 
 		r.rev = s.c.srv.store.AppliedIndex()
 	} else {
 		r.docs, r.rev, r.err = fetchWindow(s.ctx, s.c.srv.store, s.c.pid, s.c.srv.cfg.QueryScanLimit, s.q, v.allowFunc(), after, n)
+		if r.err == nil && r.rev > at {
+			// The store answered at a later revision than the change being
+			// routed. When no change lies in between (the applied index
+			// also counts entries that change no document), it is the
+			// state at that change.
+			evs, _, err := s.c.srv.store.ChangesSince(at, 1)
+			if err == nil && (len(evs) == 0 || evs[0].Revision > r.rev) {
+				r.rev = at
+			}
+		}
 	}
 	if d != nil {
 		if d.refills == nil {
@@ -794,15 +837,28 @@ type qchangeMsg struct {
 	CreateTime string          `json:"createTime,omitempty"`
 	UpdateTime string          `json:"updateTime,omitempty"`
 	Index      int             `json:"index"`
+	// Checkpoint marks the last message of a revision after which the
+	// subscriber's window is exactly the query's window at Revision: the
+	// point to resume from.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
-func (q *querySub) changeMessage(id, typ string, rev uint64, d *raftstore.Document, index int) []byte {
-	m := qchangeMsg{Op: "change", ID: id, Type: typ, Revision: rev, Collection: userPath(d.Path), Index: index}
-	if typ != "removed" {
-		m.Data = q.c.Project(d.Data)
-		m.CreateTime, m.UpdateTime = stamp(d.CreateTime), stamp(d.UpdateTime)
+// changes is the messages that turn the window cur into next, at revision
+// rev; checkpoint marks the last one.
+func (q *querySub) changes(cur, next []qdoc, rev uint64, checkpoint bool) []qchangeMsg {
+	var out []qchangeMsg
+	diffWindows(cur, next, func(typ string, d *raftstore.Document, index int) {
+		m := qchangeMsg{Op: "change", ID: q.id, Type: typ, Revision: rev, Collection: userPath(d.Path), Index: index}
+		if typ != "removed" {
+			m.Data = q.c.Project(d.Data)
+			m.CreateTime, m.UpdateTime = stamp(d.CreateTime), stamp(d.UpdateTime)
+		}
+		out = append(out, m)
+	})
+	if len(out) > 0 {
+		out[len(out)-1].Checkpoint = checkpoint
 	}
-	return encode(m)
+	return out
 }
 
 // diffWindows calls emit with the messages that turn the window cur into

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgebase/edgebase/node/nodetest"
 	"github.com/edgebase/edgebase/query"
+	"github.com/edgebase/edgebase/raftstore"
 	rtclient "github.com/edgebase/edgebase/realtime/client"
 )
 
@@ -32,6 +33,7 @@ type qmsg struct {
 	Collection string          `json:"collection"`
 	Data       json.RawMessage `json:"data"`
 	Index      *int            `json:"index"`
+	Checkpoint bool            `json:"checkpoint"`
 	Documents  []doc           `json:"documents"`
 	More       bool            `json:"more"`
 	raw        string
@@ -58,6 +60,9 @@ type liveWindow struct {
 	docs []doc
 	rev  uint64 // the last revision seen
 	log  []string
+	// The last checkpoint: the window is exactly the query's at cp.
+	cp     uint64
+	cpDocs []doc
 }
 
 func (w *liveWindow) paths() []string {
@@ -84,6 +89,9 @@ func (w *liveWindow) apply(m qmsg) bool {
 	case "snapshot":
 		w.docs = append(w.docs, m.Documents...)
 		w.rev = m.Revision
+		if !m.More {
+			w.cp, w.cpDocs = m.Revision, slices.Clone(w.docs)
+		}
 		return true
 	case "change":
 	default:
@@ -121,6 +129,9 @@ func (w *liveWindow) apply(m qmsg) bool {
 		w.docs = slices.Insert(w.docs, i, doc{Collection: m.Collection, Data: m.Data})
 	default:
 		w.t.Fatalf("unknown change type: %s", m)
+	}
+	if m.Checkpoint {
+		w.cp, w.cpDocs = m.Revision, slices.Clone(w.docs)
 	}
 	return true
 }
@@ -270,6 +281,29 @@ func TestLiveQueryWindow(t *testing.T) {
 	// Moves past the end of the full window: what follows takes its place.
 	step("move out", func() { h.put(t, own, "items/i3", map[string]any{"cat": "a", "n": 50}) },
 		"removed items/i3 0", "added items/i2 2")
+	// One transaction, several documents: one group of messages at its
+	// revision, the last one a checkpoint.
+	rev := h.txn(t, putOp(p.ID+"/items/i7", `{"cat":"a","n":-7}`), putOp(p.ID+"/items/i8", `{"cat":"a","n":-8}`),
+		raftstore.Op{Kind: raftstore.OpDelete, Path: p.ID + "/items/i5"})
+	var got []string
+	for len(got) < 10 {
+		m := c.nextQ()
+		w.apply(m)
+		if m.Revision != rev {
+			t.Fatalf("a message of the transaction at revision %d, want %d: %s", m.Revision, rev, m)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d", m.Type, m.Collection, *m.Index))
+		if m.Checkpoint {
+			break
+		}
+	}
+	if want := []string{"removed items/i2 2", "removed items/i5 0", "added items/i8 0", "added items/i7 1"}; !slices.Equal(got, want) {
+		t.Fatalf("transaction: %q, want %q with a checkpoint on the last only", got, want)
+	}
+	w.converge(c, h, own, q)
+	if got := w.paths(); !slices.Equal(got, []string{"items/i8", "items/i7", "items/i4"}) {
+		t.Fatalf("after the transaction: %v", got)
+	}
 }
 
 func TestLiveQueryRuleFilter(t *testing.T) {
@@ -311,7 +345,9 @@ func TestLiveQueryRuleFilter(t *testing.T) {
 // a snapshot or a reset fails the test.
 func resumeQuery(t *testing.T, c *client, w *liveWindow, q map[string]any) uint64 {
 	t.Helper()
-	since := w.rev
+	// From the last checkpoint, with the window as it was then.
+	since := w.cp
+	w.docs = slices.Clone(w.cpDocs)
 	c.subscribeQuery(w.id, q, &since)
 	for {
 		m := c.nextQ()
@@ -321,6 +357,7 @@ func resumeQuery(t *testing.T, c *client, w *liveWindow, q map[string]any) uint6
 				t.Fatalf("resumed at %d below since %d", m.Revision, since)
 			}
 			w.rev = m.Revision
+			w.cp, w.cpDocs = m.Revision, slices.Clone(w.docs)
 			return m.Revision
 		case "change":
 			w.apply(m)

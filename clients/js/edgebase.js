@@ -921,13 +921,13 @@ Realtime.prototype._handleQuery = function handleQuery(sub, m) {
     }
     case 'change': {
       if (m.revision < sub.rev) return;
-      if (m.revision > sub.rev) {
-        // Every change of sub.rev arrived: the window is complete there.
-        sub.base = sub.win.slice();
-        sub.baseRev = sub.rev;
-        sub.rev = m.revision;
-      }
+      sub.rev = m.revision;
       const ev = applyWindow(sub.win, m);
+      if (m.checkpoint) {
+        // The window is now exactly the query's at this revision.
+        sub.base = sub.win.slice();
+        sub.baseRev = m.revision;
+      }
       if (ev && !sub.resuming) deliver(ev);
       return;
     }

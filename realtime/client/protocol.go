@@ -131,6 +131,7 @@ type frame struct {
 	UpdateTime string          `json:"updateTime"`
 	CreateTime string          `json:"createTime"`
 	Index      *int            `json:"index"`
+	Checkpoint bool            `json:"checkpoint"`
 	Field      string          `json:"field"`
 	Code       string          `json:"code"`
 	Message    string          `json:"message"`

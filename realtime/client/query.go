@@ -151,12 +151,12 @@ func (s *Subscription) handleQuery(sess *session, f *frame) {
 			s.c.log.Warn("realtime live query change out of order", "id", s.id, "revision", f.Revision, "after", s.rev)
 			break
 		}
-		if f.Revision > s.rev {
-			// Every change of s.rev arrived: the window is complete there.
-			s.base, s.baseRev = slices.Clone(s.win), s.rev
-			s.rev = f.Revision
-		}
+		s.rev = f.Revision
 		ev, ok := applyWindow(&s.win, f)
+		if f.Checkpoint {
+			// The window is now exactly the query's at this revision.
+			s.base, s.baseRev = slices.Clone(s.win), f.Revision
+		}
 		if !ok {
 			s.c.log.Warn("realtime live query change does not fit the window", "id", s.id, "type", f.Type, "collection", f.Collection)
 		}
