@@ -521,6 +521,7 @@ func TestGoClientSubscribeQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := sub.Window() // the application's copy, kept from Events
+	kinds := map[string]int{}
 	check := func(what string) {
 		t.Helper()
 		want := h.restQuery(t, own, rq)
@@ -537,6 +538,7 @@ func TestGoClientSubscribeQuery(t *testing.T) {
 				if !ok {
 					t.Fatalf("%s: events ended: %v", what, sub.Err())
 				}
+				kinds[ev.Kind]++
 				app = applyEvent(t, app, ev)
 			case <-time.After(50 * time.Millisecond):
 			}
@@ -557,6 +559,19 @@ func TestGoClientSubscribeQuery(t *testing.T) {
 	}
 	h.put(t, own, "tasks/t4", map[string]any{"open": true, "due": -1})
 	check("live after the resume")
+	if kinds[rtclient.KindReset] != 0 || kinds[rtclient.KindSnapshot] != 0 {
+		t.Fatalf("events %v: the resume was not exact", kinds)
+	}
+
+	// A rules change while away: reset and a snapshot, and the window is
+	// right again.
+	conn.Drop()
+	h.setRules(t, p, `{"rules":[{"match":"**","read":"auth.role == 'owner'","write":"auth.role == 'owner'"}]}`)
+	h.put(t, own, "tasks/t8", map[string]any{"open": true, "due": -8})
+	check("after a reset")
+	if kinds[rtclient.KindReset] != 1 || kinds[rtclient.KindSnapshot] != 1 {
+		t.Fatalf("events %v, want one reset and one snapshot", kinds)
+	}
 
 	// A bad query is the server's error, with its field.
 	_, err = conn.SubscribeQuery(ctx, query.Query{Collection: "tasks", Count: true})
