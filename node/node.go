@@ -245,7 +245,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.Realtime, err = realtime.New(realtime.Config{Store: n.Store, Accounts: n.Accounts, Logger: logger, Registerer: reg,
-		Origins: cfg.CORSOrigins})
+		Origins: cfg.CORSOrigins, QueryScanLimit: cfg.QueryScanLimit})
 	if err != nil {
 		n.abort()
 		return nil, err
