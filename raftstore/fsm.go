@@ -44,6 +44,16 @@ type fsm struct {
 	// and exclusively by whoever closes db, so a database is never closed
 	// under an open transaction. Restore swaps it along with db.
 	guard *sync.RWMutex
+
+	// ixCache holds the parsed index declarations per project (index.go).
+	ixCache indexCache
+	// buildMu is held by ApplyBatch and by each chunk of the index builder,
+	// so a chunk reads current documents and Apply never interleaves.
+	buildMu sync.Mutex
+	builder *indexBuilder
+	// ixChanged says the batch being applied wrote a declaration: the
+	// builder is woken once it is committed (guarded by buildMu).
+	ixChanged bool
 }
 
 // currentFile names the tree generation in use; rewritten atomically on Restore.
@@ -90,6 +100,11 @@ func openFSM(base string, logger *slog.Logger, feed *Feed) (*fsm, error) {
 	}
 	f.applied.set(idx)
 	f.appliedTerm.Store(term)
+	if err := markEmptyTreeIndexed(db); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	f.builder = startIndexBuilder(f)
 	return f, nil
 }
 
@@ -175,6 +190,7 @@ func readApplied(db *badger.DB) (uint64, error) {
 }
 
 func (f *fsm) close() error {
+	f.builder.stop()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db == nil {
@@ -198,10 +214,14 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 type entryWrites struct {
 	index  uint64
 	term   uint64
-	time   int64       // the Txn's time, for change log compaction
-	keys   []string    // full paths in write order
-	docs   []*Document // nil means delete
-	events []Event     // the final change of each path, in write order
+	time   int64        // the Txn's time, for change log compaction
+	keys   []string     // full paths in write order
+	docs   []*Document  // nil means delete
+	events []Event      // the final change of each path, in write order
+	ix     *indexWrites // the index keys it deletes and sets
+	// stored holds the committed documents the entry read (nil: absent),
+	// for its index writes; nil when not recorded.
+	stored map[string]*Document
 }
 
 // ApplyBatch implements raft.BatchingFSM: one Badger transaction for the
@@ -211,6 +231,8 @@ type entryWrites struct {
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	f.buildMu.Lock()
+	defer f.buildMu.Unlock()
 
 	results := make([]any, len(logs))
 	last, lastTerm := f.applied.get(), f.appliedTerm.Load()
@@ -267,6 +289,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		f.syncIfLarge(pending, newLast)
 		f.appliedTerm.Store(newTerm)
 		f.applied.set(newLast)
+		if f.ixChanged {
+			f.ixChanged = false
+			f.wakeBuilder()
+		}
 		if len(events) > 0 {
 			f.feed.publish(Batch{Revision: newLast, Events: events})
 		}
@@ -346,6 +372,7 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 		if err != nil {
 			f.fatal("decode command", l.Index, err)
 		}
+		w.stored = make(map[string]*Document, len(t.Ops))
 		ov := &overlay{txn: txn, w: w}
 		res := applyTxn(ov, l.Index, t, f.decider)
 		if !res.OK() {
@@ -355,6 +382,14 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 		}
 		w.time = t.Time
 		w.events = finalEvents(w)
+		code, err := f.indexEntry(txn, w)
+		if err != nil {
+			f.fatal("index entry", l.Index, err)
+		}
+		if code != ErrCodeNone {
+			w.keys, w.docs, w.events = nil, nil, nil
+			return &TxnResult{Revision: l.Index, Err: code, Index: max(len(t.Ops)-1, 0), OpFailed: true}, w
+		}
 		return res, w
 	default:
 		f.fatal("decode command", l.Index, fmt.Errorf("%w: type %d", errUnknownCommand, l.Data[0]))
@@ -405,6 +440,9 @@ func flushEntry(txn *badger.Txn, w *entryWrites) error {
 			return err
 		}
 	}
+	if err := flushIndex(txn, w.ix); err != nil {
+		return err
+	}
 	var idx, term [8]byte
 	binary.BigEndian.PutUint64(idx[:], w.index)
 	binary.BigEndian.PutUint64(term[:], w.term)
@@ -433,6 +471,9 @@ func (o *overlay) get(path string) (*Document, error) {
 	d, err := getDoc(o.txn, path)
 	if err == nil {
 		o.record(path, d)
+		if o.w.stored != nil {
+			o.w.stored[path] = d
+		}
 	}
 	return d, err
 }
@@ -559,6 +600,9 @@ func applyTxn(ov *overlay, index uint64, t *Txn, dec Decider) *TxnResult {
 			}
 		}
 		if code != ErrCodeNone {
+			return failOp(code, i)
+		}
+		if code := indexesOpError(op.Path, next); code != ErrCodeNone {
 			return failOp(code, i)
 		}
 		switch {
@@ -689,7 +733,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.db, f.gen, f.guard = db, gen, &sync.RWMutex{}
 	f.appliedTerm.Store(term)
 	f.applied.set(idx)
+	f.ixCache.reset() // derived from the replaced database
 	f.mu.Unlock()
+	f.wakeBuilder()
 	f.feed.publish(Batch{Revision: idx, Reset: true})
 	oldGuard.Lock() // open snapshot reads of the old database finish first
 	defer oldGuard.Unlock()
