@@ -28,9 +28,6 @@ const DefaultQueryScanLimit = 10000
 // its context.
 const queryCtxEvery = 256
 
-// maxAutoOperand bounds the string operands the automatic index holds.
-const maxAutoOperand = 1024
-
 // QueryRequest is one query of a project.
 type QueryRequest struct {
 	ProjectID string
@@ -429,7 +426,7 @@ func (x *queryRun) eqOperand(field string) json.RawMessage {
 }
 
 // autoOperand reports whether the automatic index holds values equal to v:
-// null, booleans, numbers and strings of at most maxAutoOperand bytes.
+// null, booleans, numbers and strings of at most maxAutoString bytes.
 func autoOperand(v json.RawMessage) bool {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 {
@@ -443,7 +440,7 @@ func autoOperand(v json.RawMessage) bool {
 		if err := json.Unmarshal(v, &s); err != nil {
 			return false
 		}
-		return len(s) <= maxAutoOperand
+		return len(s) <= maxAutoString
 	}
 	return true
 }
