@@ -176,7 +176,7 @@ func (x *queryRun) run(f *fsm) (*QueryResult, error) {
 			if len(x.c.Q.OrderBy) == 0 && !hasRange {
 				// The entries of one value are in path order, which is
 				// then the query's order: stream them.
-				return x.stream(plan, keyRange{prefix: prefix})
+				return x.stream(plan, keyRange{prefix: prefix, exact: len(x.c.Q.Where) == 1})
 			}
 			// Counting needs no order: every entry of the value is
 			// counted, as through a declared index.
@@ -218,6 +218,10 @@ type keyRange struct {
 	reverse      bool
 	lo, hi       []byte // nil: open
 	loInc, hiInc bool
+	// exact: every entry of the range matches (the query's filters are
+	// the prefix's equalities and the bounds' range), so a count without
+	// a rule needs no document.
+	exact bool
 }
 
 // belowLo and aboveHi compare a tail's first value with the bounds.
@@ -310,6 +314,7 @@ func (x *queryRun) declaredRange(d IndexState, eq []byte, reverse bool) keyRange
 	r := keyRange{prefix: append(p, eq...), reverse: reverse}
 	field, lo, hi, loInc, hiInc, ok := x.c.Range()
 	if !ok {
+		r.exact = x.onlyEqualities("")
 		return r
 	}
 	eqs := x.c.Equalities()
@@ -328,12 +333,61 @@ func (x *queryRun) declaredRange(d IndexState, eq []byte, reverse bool) keyRange
 		return r // not as Serves promised: scan the whole prefix, Match decides
 	}
 	lo, loInc, hi, hiInc = typeBounds(x.rangeOperand(field), lo, loInc, hi, hiInc)
+	r.exact = x.onlyEqualities(field)
 	if next.Direction == "desc" {
 		r.lo, r.loInc, r.hi, r.hiInc = complement(hi), hiInc, complement(lo), loInc
 	} else {
 		r.lo, r.loInc, r.hi, r.hiInc = lo, loInc, hi, hiInc
 	}
 	return r
+}
+
+// onlyEqualities reports whether the query's filters are "==" on distinct
+// fields and range filters on rangeField ("": none) whose operands are all
+// of one type, which a key range decides exactly.
+func (x *queryRun) onlyEqualities(rangeField string) bool {
+	seen := map[string]bool{}
+	var kind byte
+	for _, f := range x.c.Q.Where {
+		switch f.Op {
+		case "==":
+			if seen[f.Field] || f.Field == rangeField {
+				return false
+			}
+			seen[f.Field] = true
+		case "<", "<=", ">", ">=":
+			k := jsonKind(f.Value)
+			if f.Field != rangeField || (kind != 0 && k != kind) {
+				return false
+			}
+			kind = k
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// jsonKind is the type of a JSON value, by its first byte: 'n'ull,
+// 'b'oolean, 's'tring, 'a'rray, 'o'bject or 'd' for a number.
+func jsonKind(v json.RawMessage) byte {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) == 0 {
+		return 0
+	}
+	switch v[0] {
+	case 'n':
+		return 'n'
+	case 't', 'f':
+		return 'b'
+	case '"':
+		return 's'
+	case '[':
+		return 'a'
+	case '{':
+		return 'o'
+	}
+	return 'd'
 }
 
 // rangeOperand is the operand of the query's first range filter on field.
@@ -356,20 +410,18 @@ func typeBounds(op json.RawMessage, lo []byte, loInc bool, hi []byte, hiInc bool
 	enc := func(v string) []byte { return query.AppendValue(nil, json.RawMessage(v), false) }
 	var tlo, thi []byte
 	var tloInc, thiInc bool
-	op = bytes.TrimLeft(op, " \t\r\n")
-	if len(op) == 0 {
+	switch jsonKind(op) {
+	case 0:
 		return lo, loInc, hi, hiInc
-	}
-	switch op[0] {
 	case 'n':
 		tlo, tloInc, thi, thiInc = enc(`null`), true, enc(`null`), true
-	case 't', 'f':
+	case 'b':
 		tlo, tloInc, thi, thiInc = enc(`false`), true, enc(`true`), true
-	case '"':
+	case 's':
 		tlo, tloInc, thi, thiInc = enc(`""`), true, enc(`[]`), false
-	case '[':
+	case 'a':
 		tlo, tloInc, thi, thiInc = enc(`[]`), true, enc(`{}`), false
-	case '{':
+	case 'o':
 		tlo, tloInc = enc(`{}`), true
 	default: // a number
 		tlo, tloInc, thi, thiInc = enc(`true`), false, enc(`""`), false
@@ -490,7 +542,10 @@ func systemSegmentEnd(rest string) int {
 // entries; a count examines the whole range.
 func (x *queryRun) stream(plan string, r keyRange) (*QueryResult, error) {
 	opts := badger.DefaultIteratorOptions
-	if !x.count {
+	keysOnly := x.count && x.allow == nil && r.exact
+	if keysOnly {
+		opts.PrefetchValues = false
+	} else if !x.count {
 		opts.PrefetchSize = min(x.limit+1, opts.PrefetchSize)
 	}
 	opts.Reverse = r.reverse
@@ -539,6 +594,13 @@ func (x *queryRun) stream(plan string, r keyRange) (*QueryResult, error) {
 			if r.aboveHi(tail) {
 				break
 			}
+		}
+		if keysOnly {
+			res.Count++
+			if err := x.checkCtx(res.Count); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if !x.count && examined >= x.scanLimit {
 			// The budget of this call is spent: the client continues after

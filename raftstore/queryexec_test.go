@@ -421,6 +421,10 @@ func TestQuery_PlansFiltersAndRanges(t *testing.T) {
 		{"exists false", query.Query{Where: []query.Filter{where("createdAt", "exists", `false`)}},
 			"scan", "scan", 1},
 		{"no filter", query.Query{}, "scan", "scan", 120},
+		{"one field equal to two values", query.Query{Where: []query.Filter{where("status", "==", `"open"`), where("status", "==", `"closed"`)}, OrderBy: []query.Order{desc("createdAt")}},
+			ids["createdAt/status"], "auto:status", 0},
+		{"range bounds of two types", query.Query{Where: []query.Filter{where("total", ">", `5`), where("total", "<", `"z"`)}},
+			ids["total/total"], "scan", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
