@@ -172,8 +172,7 @@ func (x *queryRun) run(f *fsm) (*QueryResult, error) {
 	if !x.c.Q.CollectionGroup && autoReady(x.txn) {
 		if field, prefix, ok := x.pickAuto(); ok {
 			plan := "auto:" + field
-			_, _, _, _, _, hasRange := x.c.Range()
-			if len(x.c.Q.OrderBy) == 0 && !hasRange {
+			if x.pathOrder() {
 				// The entries of one value are in path order, which is
 				// then the query's order: stream them.
 				return x.stream(plan, keyRange{prefix: prefix, exact: len(x.c.Q.Where) == 1})
@@ -193,6 +192,21 @@ func (x *queryRun) run(f *fsm) (*QueryResult, error) {
 	return x.collect("scan", true, building, func(fn func(*Document) error) error {
 		return x.eachChild(fn)
 	})
+}
+
+// pathOrder reports whether the query's order is the path ascending: no
+// order but by fields an equality fixes, and no range.
+func (x *queryRun) pathOrder() bool {
+	if _, _, _, _, _, hasRange := x.c.Range(); hasRange {
+		return false
+	}
+	eqs := x.c.Equalities()
+	for _, o := range x.c.Q.OrderBy {
+		if _, pinned := eqs[o.Field]; !pinned {
+			return false
+		}
+	}
+	return true
 }
 
 func (x *queryRun) indexRequired(building bool) error {

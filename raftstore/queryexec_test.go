@@ -666,6 +666,12 @@ func TestQuery_IndexRequiredOverTheScanLimit(t *testing.T) {
 	if len(docsGot) != 10 || plans[0] != "auto:s" {
 		t.Fatalf("auto plan under a budget of 2: %d documents, plans %v", len(docsGot), plans)
 	}
+	// Ordered by the field the equality fixes, the order is the path's: streamed too.
+	q.OrderBy = []query.Order{desc("s")}
+	docsGot, plans, _ = qAll(t, s, "p", q, 2, nil)
+	if len(docsGot) != 10 || plans[0] != "auto:s" || !slices.IsSortedFunc(docsGot, func(a, b *Document) int { return strings.Compare(a.Path, b.Path) }) {
+		t.Fatalf("auto plan ordered by the pinned field: %d documents, plans %v", len(docsGot), plans)
+	}
 	// With an order, the automatic index's matches are sorted: more than the
 	// limit of them is refused too.
 	q.OrderBy = []query.Order{asc("k")}
