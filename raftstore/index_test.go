@@ -700,3 +700,63 @@ func TestIndexesEntryTooLargeForItsIndexesIsRefused(t *testing.T) {
 	mustOK(t, f, 3, &Txn{Ops: ops[:50]})
 	waitIndexesSettled(t, f, "after the smaller txn")
 }
+
+// The same log applied entry by entry and in batches larger than one Badger
+// transaction (Apply commits part of the batch and replays the rest) leaves
+// the same documents and exact index spaces; declarations change in the
+// middle of batches.
+func TestIndexesDeterministicAcrossBatchings(t *testing.T) {
+	one := mustOpenFSM(t, t.TempDir())
+	many := mustOpenFSM(t, t.TempDir())
+	rng := rand.New(rand.NewSource(7))
+	perEntry := 200
+	// Enough index keys that one batch of all entries overflows a Badger
+	// transaction (each document: 2 keys of its own, 10 automatic, 1-2 declared).
+	entries := int(many.db.MaxBatchCount())/(perEntry*13) + 20
+	decls := []string{
+		indexesDoc(t, ixStatusTotal),
+		indexesDoc(t, ixStatusTotal, ixGroupRank),
+		indexesDoc(t, ixGroupRank),
+	}
+	var logs []*raft.Log
+	for i := 1; i <= entries; i++ {
+		idx := uint64(i)
+		var ops []Op
+		if i%17 == 0 {
+			ops = append(ops, put(IndexesPath("p1"), decls[rng.Intn(len(decls))]))
+		}
+		for j := 0; j < perEntry; j++ {
+			n := rng.Intn(3000)
+			p := fmt.Sprintf("p%d/orders/o%04d", 1+n%2, n)
+			if n%5 == 0 {
+				p = fmt.Sprintf("p1/users/u%d/orders/o%04d", n%7, n)
+			}
+			if rng.Intn(6) == 0 {
+				ops = append(ops, delIfExists(p))
+				continue
+			}
+			ops = append(ops, put(p, fmt.Sprintf(`{"status":"s%d","total":%d,"meta":{"rank":%d},"a":%d,"b":"x%d","c":true,"d":null,"e":%d,"f":"y","g":%d,"h":false}`,
+				rng.Intn(3), rng.Intn(100), rng.Intn(9), n, n%10, rng.Intn(5), n%3)))
+		}
+		logs = append(logs, txnLog(t, idx, &Txn{Time: testTime(idx), Ops: ops}))
+	}
+	for i, l := range logs {
+		if res := mustResult(t, one.ApplyBatch([]*raft.Log{l})[0]); !res.OK() {
+			t.Fatalf("entry %d alone: %+v", i+1, res)
+		}
+	}
+	for i, r := range many.ApplyBatch(logs) {
+		if res := mustResult(t, r); !res.OK() {
+			t.Fatalf("entry %d in the batch: %+v", i+1, res)
+		}
+	}
+	if n := commitVersions(t, many); n < 2 {
+		t.Fatalf("the batch was committed in %d transaction(s): it did not overflow one", n)
+	}
+	waitIndexesSettled(t, one, "entry by entry")
+	waitIndexesSettled(t, many, "one batch")
+	docs := func(f *fsm) []string { return dumpKeys(dumpDB(t, f)) }
+	if a, b := docs(one), docs(many); strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Fatalf("the two fsms hold different documents (%d and %d)", len(a), len(b))
+	}
+}
