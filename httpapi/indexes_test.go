@@ -42,6 +42,32 @@ func (e *env) mustIndexes(t testing.TB) ([]byte, indexList) {
 	return r.Body, l
 }
 
+// definitions is the list without ids and states, as JSON.
+func (l indexList) definitions(t testing.TB) string {
+	t.Helper()
+	type field struct {
+		Field     string `json:"field"`
+		Direction string `json:"direction,omitempty"`
+	}
+	type def struct {
+		Collection      string  `json:"collection"`
+		CollectionGroup bool    `json:"collectionGroup,omitempty"`
+		Fields          []field `json:"fields"`
+	}
+	out := []def{}
+	for _, ix := range l.Indexes {
+		d := def{Collection: ix.Collection, CollectionGroup: ix.CollectionGroup}
+		for _, f := range ix.Fields {
+			if f.Direction == "asc" {
+				f.Direction = ""
+			}
+			d.Fields = append(d.Fields, field(f))
+		}
+		out = append(out, d)
+	}
+	return mustJSON(t, out)
+}
+
 func TestIndexesRefusals(t *testing.T) {
 	e := newEnv(t)
 	own := e.p.OwnerToken
@@ -109,5 +135,86 @@ func chain(fs ...func(t *testing.T, e *env, v vars, r reply)) func(t *testing.T,
 				f(t, e, v, r)
 			}
 		}
+	}
+}
+
+func TestIndexes(t *testing.T) {
+	e := newEnv(t)
+	own := e.p.OwnerToken
+	// None declared yet.
+	if raw, l := e.mustIndexes(t); len(l.Indexes) != 0 {
+		t.Fatalf("a new project has indexes: %s", raw)
+	}
+	for i := 0; i < 30; i++ {
+		e.mustPut(t, own, fmt.Sprintf("orders/o%02d", i), fmt.Sprintf(`{"status":"open","createdAt":%d,"total":%d}`, i, i%7))
+		e.mustPut(t, own, fmt.Sprintf("users/u1/notes/n%02d", i), fmt.Sprintf(`{"at":%d}`, i))
+	}
+	decl := `{"indexes":[
+		{"collection":"orders","fields":[{"field":"status"},{"field":"createdAt","direction":"desc"}]},
+		{"collection":"notes","collectionGroup":true,"fields":[{"field":"at"}]}]}`
+	r := e.mustSend(t, http.MethodPut, "/api/db/indexes", bearer(own), decl)
+	if r.Status != http.StatusOK {
+		t.Fatalf("PUT indexes: %d %s", r.Status, r.Body)
+	}
+	checkJSONResponse(t, r)
+	if r.Header.Get("X-Revision") == "" {
+		t.Errorf("PUT indexes without X-Revision")
+	}
+	var put indexList
+	mustDecode(t, r.Body, &put)
+	wantDefs := `[{"collection":"orders","fields":[{"field":"status"},{"field":"createdAt","direction":"desc"}]},{"collection":"notes","collectionGroup":true,"fields":[{"field":"at"}]}]`
+	if got := put.definitions(t); got != wantDefs {
+		t.Errorf("PUT answered %s, want the definitions %s", got, wantDefs)
+	}
+	ids := map[string]bool{}
+	for _, ix := range put.Indexes {
+		if ix.ID == "" || ids[ix.ID] {
+			t.Errorf("index ids must be non-empty and distinct: %s", r.Body)
+		}
+		ids[ix.ID] = true
+		if ix.State != "building" && ix.State != "ready" {
+			t.Errorf("state %q", ix.State)
+		}
+	}
+	// GET lists the same, in declared order, with the same ids; both
+	// become ready.
+	_, got := e.mustIndexes(t)
+	if got.definitions(t) != wantDefs || len(got.Indexes) != 2 || got.Indexes[0].ID != put.Indexes[0].ID || got.Indexes[1].ID != put.Indexes[1].ID {
+		t.Errorf("GET: %+v, want what PUT answered: %+v", got, put)
+	}
+	for _, ix := range put.Indexes {
+		e.waitIndexReady(t, ix.ID)
+	}
+	// The same definition has the same id when declared again; a list
+	// that drops one keeps the other's state.
+	r = e.mustSend(t, http.MethodPut, "/api/db/indexes", bearer(own), `{"indexes":[{"collection":"notes","collectionGroup":true,"fields":[{"field":"at","direction":"asc"}]}]}`)
+	var again indexList
+	mustDecode(t, r.Body, &again)
+	if r.Status != http.StatusOK || len(again.Indexes) != 1 || again.Indexes[0].ID != put.Indexes[1].ID || again.Indexes[0].State != "ready" {
+		t.Errorf("redeclared the ready group index: %d %s, want it with id %s, ready", r.Status, r.Body, put.Indexes[1].ID)
+	}
+	// The group index serves a group query.
+	p := e.mustQuery(t, own, `{"collection":"notes","collectionGroup":true,"orderBy":[{"field":"at","direction":"desc"}],"limit":3}`)
+	if got := paths(p.Documents); len(got) != 3 || got[0] != "users/u1/notes/n29" || p.NextCursor == "" {
+		t.Errorf("group query: %q, cursor %q", got, p.NextCursor)
+	}
+	// An empty list removes every index.
+	r = e.mustSend(t, http.MethodPut, "/api/db/indexes", bearer(own), `{"indexes":[]}`)
+	if r.Status != http.StatusOK || !jsonEqual(r.Body, []byte(`{"indexes":[]}`)) {
+		t.Errorf("PUT []: %d %s", r.Status, r.Body)
+	}
+	if raw, l := e.mustIndexes(t); len(l.Indexes) != 0 {
+		t.Errorf("after PUT []: %s", raw)
+	}
+	// The owner of another project sees only its own.
+	p2 := e.c.CreateProject(0)
+	r = e.mustSend(t, http.MethodGet, "/api/db/indexes", bearer(p2.OwnerToken), "")
+	if r.Status != http.StatusOK || !jsonEqual(r.Body, []byte(`{"indexes":[]}`)) {
+		t.Errorf("another project's indexes: %d %s", r.Status, r.Body)
+	}
+	// consistency=local is accepted.
+	r = e.mustSend(t, http.MethodGet, "/api/db/indexes?consistency=local", bearer(own), "")
+	if r.Status != http.StatusOK {
+		t.Errorf("GET indexes?consistency=local: %d %s", r.Status, r.Body)
 	}
 }

@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgebase/edgebase/node/nodetest"
+	"github.com/edgebase/edgebase/query"
+	"github.com/edgebase/edgebase/raftstore"
 )
 
 // POST /api/db/query through a real node: every refusal names its field
@@ -390,4 +393,119 @@ func TestQueryConsistencyOnEdge(t *testing.T) {
 	h := map[string]string{"Authorization": "Bearer " + own, "X-Min-Revision": "999999999"}
 	r = edge.mustSend(t, http.MethodPost, "/api/db/query?consistency=local", h, fmt.Sprintf(`{"collection":%q}`, coll))
 	checkError(t, r, http.StatusServiceUnavailable, "unavailable", "")
+}
+
+// A query no index serves that would examine more than --query-scan-limit
+// documents is refused with index_required naming the index; once that
+// index is declared and built, the same query is answered from it.
+func TestQueryIndexRequired(t *testing.T) {
+	const limit = 5
+	e := newEnvWith(t, nodetest.Options{Voters: 1, QueryScanLimit: limit})
+	own := e.p.OwnerToken
+	coll := "orders" + e.uniq()
+	var writes []string
+	for i := 0; i < 40; i++ {
+		status := []string{"open", "done"}[i%2]
+		writes = append(writes, fmt.Sprintf(`{"op":"set","collection":"%s/o%02d","data":{"status":%q,"createdAt":%d}}`, coll, i, status, (i*7)%40))
+	}
+	if r := e.mustSend(t, http.MethodPost, "/api/db/batch", bearer(own), `{"writes":[`+strings.Join(writes, ",")+`]}`); r.Status != http.StatusOK {
+		t.Fatalf("batch: %d %.300s", r.Status, r.Body)
+	}
+	// Small enough to scan: a collection of 3.
+	small := "small" + e.uniq()
+	for i := 0; i < 3; i++ {
+		e.mustPut(t, own, fmt.Sprintf("%s/s%d", small, i), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	if got := paths(e.mustQuery(t, own, fmt.Sprintf(`{"collection":%q,"orderBy":[{"field":"n","direction":"desc"}]}`, small)).Documents); len(got) != 3 || got[0] != small+"/s2" {
+		t.Errorf("small collection: %q", got)
+	}
+
+	body := fmt.Sprintf(`{"collection":%q,"where":[{"field":"status","op":"==","value":"open"}],"orderBy":[{"field":"createdAt","direction":"desc"}],"limit":4}`, coll)
+	r := e.mustSend(t, http.MethodPost, "/api/db/query", bearer(own), body)
+	checkError(t, r, http.StatusBadRequest, "index_required", "-")
+	var eb struct{ Error struct{ Message string } }
+	mustDecode(t, r.Body, &eb)
+	wantIx := fmt.Sprintf(`{"collection":%q,"fields":[{"field":"status"},{"field":"createdAt","direction":"desc"}]}`, coll)
+	msg := eb.Error.Message
+	if !strings.Contains(msg, "create the index "+wantIx+" with PUT /api/db/indexes") || !strings.Contains(msg, strconv.Itoa(limit)) {
+		t.Fatalf("index_required message %q does not name the index %s and the limit %d", msg, wantIx, limit)
+	}
+	// Also for a count.
+	r = e.mustSend(t, http.MethodPost, "/api/db/query", bearer(own), fmt.Sprintf(`{"collection":%q,"where":[{"field":"createdAt","op":">","value":3}],"count":true}`, coll))
+	checkError(t, r, http.StatusBadRequest, "index_required", "-")
+
+	// Declare the named index, as the message says, and wait until ready.
+	r = e.mustSend(t, http.MethodPut, "/api/db/indexes", bearer(own), `{"indexes":[`+wantIx+`]}`)
+	if r.Status != http.StatusOK {
+		t.Fatalf("PUT indexes: %d %s", r.Status, r.Body)
+	}
+	var put indexList
+	mustDecode(t, r.Body, &put)
+	if len(put.Indexes) != 1 || (put.Indexes[0].State != "building" && put.Indexes[0].State != "ready") {
+		t.Fatalf("PUT indexes answered %s", r.Body)
+	}
+	id := put.Indexes[0].ID
+	e.waitIndexReady(t, id)
+
+	// The same query is now answered, in order, from the index: more
+	// documents match than the scan limit allows examining.
+	var want []string
+	for at := 39; at >= 0; at-- {
+		for i := 0; i < 40; i += 2 {
+			if (i*7)%40 == at {
+				want = append(want, fmt.Sprintf("%s/o%02d", coll, i))
+			}
+		}
+	}
+	pages := e.queryAll(t, own, body)
+	if got := slices.Concat(pages...); !slices.Equal(got, want) {
+		t.Errorf("indexed query:\n%q\nwant\n%q", got, want)
+	}
+	if len(pages[0]) != 4 {
+		t.Errorf("first page of the indexed query: %d documents, want 4", len(pages[0]))
+	}
+	plan := e.storePlan(t, body, limit)
+	if plan != "index:"+id {
+		t.Errorf("plan of the indexed query = %q, want index:%s", plan, id)
+	}
+}
+
+// storePlan runs body through the node's store directly and returns the
+// plan it chose (the API does not show it).
+func (e *env) storePlan(t *testing.T, body string, scanLimit int) string {
+	t.Helper()
+	n := e.c.Nodes[0].Node
+	cq, err := query.Parse([]byte(body))
+	if err != nil {
+		t.Fatalf("parse %s: %v", body, err)
+	}
+	res, err := n.Store.Query(t.Context(), raftstore.QueryRequest{ProjectID: e.p.ID, Query: cq, ScanLimit: scanLimit})
+	if err != nil {
+		t.Fatalf("store query: %v", err)
+	}
+	return res.Plan
+}
+
+// waitIndexReady polls GET /api/db/indexes until the index id is ready.
+func (e *env) waitIndexReady(t *testing.T, id string) {
+	t.Helper()
+	nodetest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		r, err := e.send(t.Context(), http.MethodGet, "/api/db/indexes", bearer(e.p.OwnerToken), "")
+		if err != nil {
+			return err
+		}
+		var l indexList
+		if err := json.Unmarshal(r.Body, &l); err != nil || r.Status != http.StatusOK {
+			return fmt.Errorf("GET indexes: %d %s", r.Status, r.Body)
+		}
+		for _, ix := range l.Indexes {
+			if ix.ID == id {
+				if ix.State == "ready" {
+					return nil
+				}
+				return fmt.Errorf("index %s is %s", id, ix.State)
+			}
+		}
+		return fmt.Errorf("index %s is not declared: %s", id, r.Body)
+	})
 }
