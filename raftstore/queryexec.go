@@ -233,8 +233,9 @@ type keyRange struct {
 	lo, hi       []byte // nil: open
 	loInc, hiInc bool
 	// exact: every entry of the range matches (the query's filters are
-	// the prefix's equalities and the bounds' range), so a count without
-	// a rule needs no document.
+	// the prefix's equalities and the bounds' range, and an entry exists
+	// only for a document with every index field), so Match is not needed
+	// and a count without a rule needs no document.
 	exact bool
 }
 
@@ -648,7 +649,8 @@ func (x *queryRun) stream(plan string, r keyRange) (*QueryResult, error) {
 		if doc == nil {
 			return nil, fmt.Errorf("%w: %q (key %q)", errIndexEntryDangling, path, item.Key())
 		}
-		if !x.c.Match(doc.Data) || !x.allowed(doc) {
+		// An exact range needs no Match: its key already decided the filters.
+		if (!r.exact && !x.c.Match(doc.Data)) || !x.allowed(doc) {
 			continue
 		}
 		if x.count {
