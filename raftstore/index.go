@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -319,8 +320,14 @@ func declaredEntry(pid, parent string, d *indexDef, path string, data json.RawMe
 // top-level field whose value is null, a boolean, a number or a string of at
 // most maxAutoString bytes.
 func autoEntries(parent, path string, data json.RawMessage) [][]byte {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil || len(fields) == 0 {
+	fields, ok := topMembers(data)
+	if !ok {
+		fields = nil
+		if err := json.Unmarshal(data, &fields); err != nil {
+			return nil
+		}
+	}
+	if len(fields) == 0 {
 		return nil
 	}
 	pathJSON, err := json.Marshal(path)
@@ -333,7 +340,12 @@ func autoEntries(parent, path string, data json.RawMessage) [][]byte {
 		if !autoField(name) || !autoValue(v) {
 			continue
 		}
-		k := autoKeyPrefix(parent, name)
+		k := make([]byte, 0, 3+len(parent)+len(name)+len(v)+8+len(pathEnc))
+		k = append(k, spaceAuto)
+		k = append(k, parent...)
+		k = append(k, 0)
+		k = append(k, name...)
+		k = append(k, 0)
 		k = query.AppendValue(k, v, false)
 		out = append(out, append(k, pathEnc...))
 	}
@@ -524,4 +536,157 @@ func flushIndex(txn *badger.Txn, x *indexWrites) error {
 		}
 	}
 	return nil
+}
+
+// topMembers is the top-level members of a JSON object as encoding/json
+// decodes it into a map (the last of a repeated name wins), found by one
+// scan without decoding the values; ok is false when data is not a
+// well-formed object this scan understands (the caller then decodes it).
+func topMembers(data []byte) (m map[string]json.RawMessage, ok bool) {
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, false
+	}
+	m = make(map[string]json.RawMessage, 16)
+	i = skipWS(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return m, skipWS(data, i+1) == len(data)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return nil, false
+		}
+		end, escaped := scanString(data, i)
+		if end < 0 {
+			return nil, false
+		}
+		var name string
+		if escaped {
+			if err := json.Unmarshal(data[i:end], &name); err != nil {
+				return nil, false
+			}
+		} else {
+			name = string(data[i+1 : end-1])
+		}
+		i = skipWS(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return nil, false
+		}
+		i = skipWS(data, i+1)
+		vend := scanValue(data, i)
+		if vend < 0 {
+			return nil, false
+		}
+		m[name] = json.RawMessage(data[i:vend])
+		i = skipWS(data, vend)
+		if i >= len(data) {
+			return nil, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipWS(data, i+1)
+		case '}':
+			return m, skipWS(data, i+1) == len(data)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// scanString is the end (after the closing quote) of the string starting at
+// b[i] == '"', and whether it holds an escape; -1 when unterminated or not
+// valid UTF-8 (left to encoding/json, which replaces bad bytes).
+func scanString(b []byte, i int) (int, bool) {
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '\\':
+			escaped = true
+			j++
+			if j >= len(b) {
+				return -1, false
+			}
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(b) || !isHex4(b[j+1:j+5]) {
+					return -1, false
+				}
+				j += 4
+			default:
+				return -1, false
+			}
+		case c == '"':
+			if !utf8.Valid(b[i+1 : j]) {
+				return -1, false
+			}
+			return j + 1, escaped
+		case c < 0x20:
+			return -1, false
+		}
+	}
+	return -1, false
+}
+
+// scanValue is the end of the JSON value starting at b[i], or -1. Scalars
+// other than strings are checked by json.Valid; nested values by their
+// brackets and strings (the stored document is valid JSON: Apply checks
+// every document it stores).
+func scanValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := scanString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := scanString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					if !json.Valid(b[i : j+1]) {
+						return -1
+					}
+					return j + 1
+				}
+			}
+		}
+		return -1
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ' ' && b[j] != '\t' && b[j] != '\r' && b[j] != '\n' {
+			j++
+		}
+		if j == i || !json.Valid(b[i:j]) {
+			return -1
+		}
+		return j
+	}
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }

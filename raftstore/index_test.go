@@ -760,3 +760,86 @@ func TestIndexesDeterministicAcrossBatchings(t *testing.T) {
 		t.Fatalf("the two fsms hold different documents (%d and %d)", len(a), len(b))
 	}
 }
+
+// topMembers finds the members encoding/json would, or declines.
+func TestTopMembersAgreesWithEncodingJSON(t *testing.T) {
+	cases := []string{
+		`{}`, ` { } `, `{"a":1}`, "{\n\t\"a\" : 1 ,\r\n \"b\":\"x\" }",
+		`{"a":1,"a":2}`, `{"a\"b":"c\\\"","\u00e9":"\ud83d\ude00"}`, `{"k":"]}[{\"","n":[{"a":"}"},[]],"o":{"p":{"q":null}}}`,
+		`{"t":true,"f":false,"z":null,"e":-1.5e+10,"s":""}`, `{"x":"é","y":"\u0000"}`,
+		// Declined or refused: encoding/json decides.
+		`[]`, `{"a":1,}`, `{"a":tru}`, `{"a":1}x`, `{"a":"\x01"}`, "{\"a\":\"\xff\"}", `{"a" 1}`, `{"a":[1,}`, `{"a":{"b":1}`, ``, `{`, `{"a":01}`,
+	}
+	rng := rand.New(rand.NewSource(5))
+	var gen func(depth int) any
+	gen = func(depth int) any {
+		switch k := rng.Intn(8); {
+		case k == 0:
+			return nil
+		case k == 1:
+			return rng.Intn(2) == 0
+		case k == 2:
+			return rng.NormFloat64() * 1e6
+		case k < 5:
+			alphabet := []rune(`ab"\/{}[]:, é😀` + "\n\t\x00")
+			b := make([]rune, rng.Intn(8))
+			for i := range b {
+				b[i] = alphabet[rng.Intn(len(alphabet))]
+			}
+			return string(b)
+		case k == 5 && depth < 3:
+			a := make([]any, rng.Intn(4))
+			for i := range a {
+				a[i] = gen(depth + 1)
+			}
+			return a
+		default:
+			if depth >= 3 {
+				return "leaf"
+			}
+			m := map[string]any{}
+			for i := rng.Intn(5); i > 0; i-- {
+				m[fmt.Sprint(gen(3))] = gen(depth + 1)
+			}
+			return m
+		}
+	}
+	for i := 0; i < 3000; i++ {
+		m := map[string]any{}
+		for j := rng.Intn(12); j > 0; j-- {
+			m[fmt.Sprint(gen(3))] = gen(0)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			b, _ = json.MarshalIndent(m, " ", "\t")
+		}
+		cases = append(cases, string(b))
+	}
+	fast := 0
+	for _, c := range cases {
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal([]byte(c), &want)
+		got, ok := topMembers([]byte(c))
+		if !ok {
+			continue
+		}
+		fast++
+		if werr != nil {
+			t.Fatalf("topMembers accepted %q, which encoding/json refuses: %v", c, werr)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d members, encoding/json %d", c, len(got), len(want))
+		}
+		for k, v := range want {
+			if g, has := got[k]; !has || string(g) != string(v) {
+				t.Fatalf("%q: member %q = %q, encoding/json %q", c, k, g, v)
+			}
+		}
+	}
+	if fast < 3000 {
+		t.Fatalf("only %d of %d well-formed objects took the scan", fast, len(cases))
+	}
+}
