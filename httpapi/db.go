@@ -405,6 +405,8 @@ func opError(res *raftstore.TxnResult, coll, field string) error {
 		ae = &apiError{Status: http.StatusConflict, Code: "field_exists", Message: "the document already has a field named newKey", Field: "newKey"}
 	case raftstore.ErrCodeFieldType:
 		ae = &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: "the field of " + coll + " holds a value of another type", Field: "field"}
+	case raftstore.ErrCodeInvalidIndexes:
+		ae = &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: `the index list was refused where it commits: it is not a valid {"indexes":[...]}`, Field: "indexes"}
 	case raftstore.ErrCodeTooLarge:
 		ae = newError(http.StatusRequestEntityTooLarge, "document_too_large", fmt.Sprintf("a document may be at most %d bytes", raftstore.MaxDocumentSize))
 	default:

@@ -113,9 +113,6 @@ func (s *Server) indexesPut(w http.ResponseWriter, r *http.Request) error {
 		return errIndexesOwnerOnly
 	}
 	res, err := s.commit(ctx, p, []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Indexes(p.ProjectID), Data: data}}, nil)
-	if ae, ok := err.(*apiError); ok && ae.Status == http.StatusBadRequest && ae.Field == "" {
-		ae.Field = "indexes" // refused as content by Apply
-	}
 	if err != nil {
 		return err
 	}

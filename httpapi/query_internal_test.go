@@ -39,3 +39,12 @@ func TestIndexRequiredAnswer(t *testing.T) {
 		t.Errorf("query error: %+v", ae)
 	}
 }
+
+// A list Apply refuses as content (only a node of another version could
+// let one through ParseIndexes) is a 400 on indexes.
+func TestInvalidIndexesRefusal(t *testing.T) {
+	ae := errorFor(opError(&raftstore.TxnResult{Err: raftstore.ErrCodeInvalidIndexes}, "_indexes", ""))
+	if ae.Status != http.StatusBadRequest || ae.Code != "invalid_argument" || ae.Field != "indexes" {
+		t.Errorf("invalid_indexes: %+v, want 400 invalid_argument on indexes", ae)
+	}
+}
