@@ -843,3 +843,60 @@ func TestTopMembersAgreesWithEncodingJSON(t *testing.T) {
 		t.Fatalf("only %d of %d well-formed objects took the scan", fast, len(cases))
 	}
 }
+
+// A build interrupted by a restart goes on from its cursor.
+func TestIndexesBuildResumesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	f := mustOpenFSM(t, dir)
+	const docs = 3000
+	idx := uint64(0)
+	for i := 0; i < docs; i += 500 {
+		var ops []Op
+		for j := i; j < i+500; j++ {
+			ops = append(ops, put(fmt.Sprintf("p1/orders/o%05d", j), fmt.Sprintf(`{"status":"s%d","total":%d}`, j%3, j)))
+		}
+		idx++
+		mustOK(t, f, idx, &Txn{Ops: ops})
+	}
+	// Run the build by hand: the clearing chunk, then three of backfill.
+	f.builder.stop()
+	idx++
+	mustOK(t, f, idx, &Txn{Ops: []Op{put(IndexesPath("p1"), indexesDoc(t, ixStatusTotal))}})
+	for i := 0; i < 4; i++ {
+		if more, err := f.builder.step(); err != nil || !more {
+			t.Fatalf("chunk %d: more=%v err=%v", i, more, err)
+		}
+	}
+	id := declaredID(t, ixStatusTotal)
+	var cursor string
+	var started bool
+	if err := f.view(func(txn *badger.Txn) error {
+		var err error
+		cursor, started, err = getString(txn, ixBuildKey("p1", id))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Three chunks examined 768 documents: p1/_indexes (sorted first, no
+	// entry) and the first 767 orders.
+	if want := fmt.Sprintf("p1/orders/o%05d", 3*buildChunk-2); !started || cursor != want {
+		t.Fatalf("build cursor %q (present %v) after three chunks, want %q", cursor, started, want)
+	}
+	if n := countPrefix(t, f, declaredKeyPrefix("p1", id)); n != 3*buildChunk-1 {
+		t.Fatalf("%d entries after three chunks, want %d", n, 3*buildChunk-1)
+	}
+	if st := fsmIndexStates(t, f, "p1"); st[0].State != IndexBuilding {
+		t.Fatalf("state %s mid-build", st[0].State)
+	}
+	mustCloseFSM(t, f)
+
+	f = mustOpenFSM(t, dir)
+	waitIndexesSettled(t, f, "after the restart")
+	if st := fsmIndexStates(t, f, "p1"); st[0].State != IndexReady {
+		t.Fatalf("state %s after the build", st[0].State)
+	}
+	left := (docs - 3*buildChunk + buildChunk - 1) / buildChunk
+	if n := f.builder.chunksRun(); n > int64(left)+1 {
+		t.Fatalf("the restarted build ran %d chunks; %d were left: it started over", n, left)
+	}
+}
