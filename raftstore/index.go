@@ -46,6 +46,16 @@ const (
 // not a valid {"indexes":[...]} definition (query.ParseIndexes).
 const ErrCodeInvalidIndexes OpError = "invalid_indexes"
 
+// ErrCodeIndexEntryTooLarge means a document's entry in a declared index
+// (the values of the index's fields) would be longer than maxIndexKeyBytes.
+const ErrCodeIndexEntryTooLarge OpError = "index_entry_too_large"
+
+// maxIndexKeyBytes bounds an index key (Badger refuses keys of 65,000
+// bytes; a query cursor carries one). Automatic entries stay below it by
+// construction: a path and a field name of at most 1,500 bytes each and a
+// value of at most maxAutoString bytes.
+const maxIndexKeyBytes = 16 << 10
+
 // indexesSegment is the system document of a project's declared indexes.
 const indexesSegment = "_indexes"
 
@@ -140,7 +150,7 @@ func userDoc(path string) (pid, parent, coll string, ok bool) {
 		return "", "", "", false
 	}
 	pid = parent[:j]
-	if strings.HasPrefix(path, "_") || strings.Contains(path, "/_") || strings.IndexByte(path, 0) >= 0 {
+	if len(path) > MaxPathBytes || strings.HasPrefix(path, "_") || strings.Contains(path, "/_") || strings.IndexByte(path, 0) >= 0 {
 		return "", "", "", false
 	}
 	return pid, parent, parent[strings.LastIndexByte(parent, '/')+1:], true
@@ -355,7 +365,7 @@ func autoEntries(parent, path string, data json.RawMessage) [][]byte {
 // autoField reports whether a top-level field name can be looked up through
 // the automatic index (a dotted name is a nested path to a query).
 func autoField(name string) bool {
-	return name != "" && !strings.ContainsAny(name, ".\x00")
+	return name != "" && len(name) <= query.MaxFieldLen && !strings.ContainsAny(name, ".\x00")
 }
 
 func autoValue(v json.RawMessage) bool {
@@ -491,6 +501,9 @@ func (f *fsm) indexEntry(txn *badger.Txn, w *entryWrites) (OpError, error) {
 			}
 		}
 		for _, k := range newKeys {
+			if len(k) > maxIndexKeyBytes {
+				return ErrCodeIndexEntryTooLarge, nil
+			}
 			if !had[string(k)] {
 				x.addSet(k, path)
 			}

@@ -900,3 +900,47 @@ func TestIndexesBuildResumesAfterRestart(t *testing.T) {
 		t.Fatalf("the restarted build ran %d chunks; %d were left: it started over", n, left)
 	}
 }
+
+// A declared index entry longer than maxIndexKeyBytes is refused in Apply;
+// one that a document written before the declaration would need keeps that
+// index building (the others build) until the document changes.
+func TestIndexesEntryTooLarge(t *testing.T) {
+	f := mustOpenFSM(t, t.TempDir())
+	ixTitle := query.Index{Collection: "orders", Fields: []query.IndexField{{Field: "title"}}}
+	long := strings.Repeat("t", maxIndexKeyBytes)
+	mustOK(t, f, 1, &Txn{Ops: []Op{
+		put("p1/orders/big", `{"title":"`+long+`","status":"s","total":1}`),
+		put("p1/orders/small", `{"title":"a","status":"s","total":2}`),
+	}})
+	mustOK(t, f, 2, &Txn{Ops: []Op{put(IndexesPath("p1"), indexesDoc(t, ixTitle, ixStatusTotal))}})
+	mustEventually(t, 30*time.Second, "the other index to build", func() (bool, string) {
+		st := fsmIndexStates(t, f, "p1")
+		return st[1].State == IndexReady, st[1].State
+	})
+	idle, err := builderIdle(f)
+	if err != nil || !idle {
+		t.Fatalf("builder idle %v (%v) with only the unbuildable index left", idle, err)
+	}
+	if st := fsmIndexStates(t, f, "p1"); st[0].State != IndexBuilding {
+		t.Fatalf("the index a document cannot enter is %s", st[0].State)
+	}
+	// Apply refuses to store such an entry, and nothing of the txn.
+	res := applyOne(t, f, 3, &Txn{Ops: []Op{put("p1/orders/new", `{"title":"b"}`), put("p1/users/u1/orders/x", `{"title":"`+long+`"}`)}})
+	if res.Err != ErrCodeIndexEntryTooLarge {
+		t.Fatalf("a put with a %d-byte indexed field: %+v, want %s", len(long), res, ErrCodeIndexEntryTooLarge)
+	}
+	if getDocT(t, f, "p1/orders/new") != nil {
+		t.Fatal("the refused txn wrote a document")
+	}
+	// The same value in a field no declared index holds is stored (the
+	// automatic index leaves strings over 1,024 bytes out).
+	mustOK(t, f, 4, &Txn{Ops: []Op{put("p1/items/i1", `{"title":"`+long+`"}`)}})
+	// Once the document is fixed, the index builds (the declaration is
+	// written again to wake the builder at once).
+	mustOK(t, f, 5, &Txn{Ops: []Op{setField("p1/orders/big", "title", `"short"`)}})
+	mustOK(t, f, 6, &Txn{Ops: []Op{put(IndexesPath("p1"), indexesDoc(t, ixTitle, ixStatusTotal))}})
+	waitIndexesSettled(t, f, "after the document was fixed")
+	if st := fsmIndexStates(t, f, "p1"); st[0].State != IndexReady {
+		t.Fatalf("the index is %s after the document was fixed", st[0].State)
+	}
+}

@@ -29,8 +29,16 @@ const (
 	dropChunk  = 1024
 )
 
-// buildRetry is how long the builder waits after a failed chunk.
-const buildRetry = time.Second
+// buildRetry is how long the builder waits after a failed chunk, and
+// buildFailedRetry how long it leaves alone an index that cannot be built
+// (a document written before the declaration has too large an entry: the
+// index stays "building" until that document changes).
+const (
+	buildRetry       = time.Second
+	buildFailedRetry = time.Minute
+)
+
+var errEntryTooLarge = errors.New("index entry too large")
 
 type indexBuilder struct {
 	f      *fsm
@@ -44,6 +52,10 @@ type indexBuilder struct {
 	// again is harmless): where it got to, per generation of the tree.
 	clearGen int
 	clearAt  map[string][]byte
+	// failed holds the indexes that cannot be built, until when they are
+	// left alone.
+	fmu    sync.Mutex
+	failed map[buildTask]time.Time
 }
 
 func startIndexBuilder(f *fsm) *indexBuilder {
@@ -98,12 +110,27 @@ func (b *indexBuilder) run() {
 				continue
 			}
 		}
+		var retry <-chan time.Time
+		if b.anyFailed() {
+			retry = time.After(buildFailedRetry)
+		}
 		select {
 		case <-b.quit:
 			return
 		case <-b.wake:
+			// The declarations changed: try every index again.
+			b.fmu.Lock()
+			clear(b.failed)
+			b.fmu.Unlock()
+		case <-retry:
 		}
 	}
+}
+
+func (b *indexBuilder) anyFailed() bool {
+	b.fmu.Lock()
+	defer b.fmu.Unlock()
+	return len(b.failed) > 0
 }
 
 // buildTask is one piece of index work.
@@ -123,6 +150,9 @@ func (b *indexBuilder) step() (more bool, err error) {
 	}
 	if b.clearGen != f.gen || b.clearAt == nil {
 		b.clearGen, b.clearAt = f.gen, map[string][]byte{}
+		b.fmu.Lock()
+		b.failed = map[buildTask]time.Time{}
+		b.fmu.Unlock()
 	}
 	// Planning reads without blocking Apply; the chunk checks its task
 	// again under the lock.
@@ -146,6 +176,13 @@ func (b *indexBuilder) step() (more bool, err error) {
 		err = b.buildChunk(txn, task.pid, task.id)
 	default:
 		err = b.dropChunk(txn, task.pid, task.id)
+	}
+	if errors.Is(err, errEntryTooLarge) {
+		b.f.logger.Warn("index cannot be built until the document changes", "project", task.pid, "index", task.id, "err", err)
+		b.fmu.Lock()
+		b.failed[task] = time.Now().Add(buildFailedRetry)
+		b.fmu.Unlock()
+		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("index %c %s/%s: %w", task.kind, task.pid, task.id, err)
@@ -194,9 +231,10 @@ func (b *indexBuilder) plan(txn *badger.Txn) (buildTask, bool, error) {
 					it.Close()
 					return buildTask{}, false, err
 				}
-				if !ready {
+				task := buildTask{kind: 'b', pid: pid, id: d.id}
+				if !ready && !b.leftAlone(task) {
 					it.Close()
-					return buildTask{kind: 'b', pid: pid, id: d.id}, true, nil
+					return task, true, nil
 				}
 			}
 		}
@@ -241,6 +279,21 @@ func (b *indexBuilder) plan(txn *badger.Txn) (buildTask, bool, error) {
 		mit.Close()
 	}
 	return buildTask{}, false, nil
+}
+
+// leftAlone reports whether task failed for good a moment ago.
+func (b *indexBuilder) leftAlone(task buildTask) bool {
+	b.fmu.Lock()
+	defer b.fmu.Unlock()
+	until, ok := b.failed[task]
+	if !ok {
+		return false
+	}
+	if time.Now().After(until) {
+		delete(b.failed, task)
+		return false
+	}
+	return true
 }
 
 // splitDeclaredKey takes the project and the index id off a declared
@@ -402,6 +455,9 @@ func (b *indexBuilder) buildChunk(txn *badger.Txn, pid, id string) error {
 			return nil
 		}
 		if k, ok := declaredEntry(pid, parent, def, d.Path, d.Data); ok {
+			if len(k) > maxIndexKeyBytes {
+				return fmt.Errorf("%w: %s has an entry of %d bytes (at most %d)", errEntryTooLarge, d.Path, len(k), maxIndexKeyBytes)
+			}
 			return txn.Set(k, []byte(d.Path))
 		}
 		return nil
