@@ -50,11 +50,16 @@ const ErrCodeInvalidIndexes OpError = "invalid_indexes"
 // (the values of the index's fields) would be longer than maxIndexKeyBytes.
 const ErrCodeIndexEntryTooLarge OpError = "index_entry_too_large"
 
-// maxIndexKeyBytes bounds an index key (Badger refuses keys of 65,000
-// bytes; a query cursor carries one). Automatic entries stay below it by
-// construction: a path and a field name of at most 1,500 bytes each and a
-// value of at most maxAutoString bytes.
+// maxIndexKeyBytes bounds a declared index key (Badger refuses keys of
+// 65,000 bytes; a query cursor carries one). Automatic keys stay well below
+// Badger's limit by construction: a path of at most maxIndexedPath bytes
+// (twice, the parent and the path), a field name of at most
+// query.MaxFieldLen and a value of at most maxAutoString bytes.
 const maxIndexKeyBytes = 16 << 10
+
+// maxIndexedPath bounds the stored paths that are indexed: far above any
+// path a client can write (raftstore.MaxPathBytes plus the project id).
+const maxIndexedPath = 16 << 10
 
 // indexesSegment is the system document of a project's declared indexes.
 const indexesSegment = "_indexes"
@@ -150,7 +155,7 @@ func userDoc(path string) (pid, parent, coll string, ok bool) {
 		return "", "", "", false
 	}
 	pid = parent[:j]
-	if len(path) > MaxPathBytes || strings.HasPrefix(path, "_") || strings.Contains(path, "/_") || strings.IndexByte(path, 0) >= 0 {
+	if len(path) > maxIndexedPath || strings.HasPrefix(path, "_") || strings.Contains(path, "/_") || strings.IndexByte(path, 0) >= 0 {
 		return "", "", "", false
 	}
 	return pid, parent, parent[strings.LastIndexByte(parent, '/')+1:], true
