@@ -409,6 +409,8 @@ func opError(res *raftstore.TxnResult, coll, field string) error {
 		ae = &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: `the index list was refused where it commits: it is not a valid {"indexes":[...]}`, Field: "indexes"}
 	case raftstore.ErrCodeTooLarge:
 		ae = newError(http.StatusRequestEntityTooLarge, "document_too_large", fmt.Sprintf("a document may be at most %d bytes", raftstore.MaxDocumentSize))
+	case raftstore.ErrCodeIndexEntryTooLarge:
+		ae = &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: "the document's values in the fields of a declared index of " + coll + " are longer than an index entry may be (16 KiB)", Field: "data"}
 	default:
 		ae = newError(http.StatusBadRequest, "invalid_argument", "the write was refused as malformed")
 	}
