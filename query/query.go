@@ -525,6 +525,21 @@ func containsValue(list []any, v any) bool {
 // without one, the path is ascending.
 func (c *Compiled) SortKey(path string, data json.RawMessage) []byte {
 	doc, _ := object(data, c.sortNeed)
+	return c.sortKey(path, doc)
+}
+
+// MatchKey is Match and, for a document that matches, its SortKey, from
+// one decoding of data: (nil, false) when it does not match.
+func (c *Compiled) MatchKey(path string, data json.RawMessage) ([]byte, bool) {
+	// matchNeed holds every orderBy field, so every field SortKey reads.
+	doc, ok := object(data, c.matchNeed)
+	if !ok || !c.match(doc) {
+		return nil, false
+	}
+	return c.sortKey(path, doc), true
+}
+
+func (c *Compiled) sortKey(path string, doc map[string]any) []byte {
 	var key []byte
 	for _, o := range c.sortBy {
 		v, ok := lookup(doc, o.path)
