@@ -179,17 +179,17 @@ func (x *queryRun) run(f *fsm) (*QueryResult, error) {
 			}
 			// Counting needs no order: every entry of the value is
 			// counted, as through a declared index.
-			return x.collect(plan, !x.count, building, func(fn func(*Document) error) error {
+			return x.collect(plan, !x.count, building, func(fn func(string, []byte) error) error {
 				return x.eachEntry(prefix, fn)
 			})
 		}
 	}
 	if x.c.Q.CollectionGroup {
-		return x.collect("scan", true, building, func(fn func(*Document) error) error {
+		return x.collect("scan", true, building, func(fn func(string, []byte) error) error {
 			return x.eachInGroup(fn)
 		})
 	}
-	return x.collect("scan", true, building, func(fn func(*Document) error) error {
+	return x.collect("scan", true, building, func(fn func(string, []byte) error) error {
 		return x.eachChild(fn)
 	})
 }
@@ -669,19 +669,75 @@ func (x *queryRun) stream(plan string, r keyRange) (*QueryResult, error) {
 	return res, nil
 }
 
-// collect runs a plan whose candidates do not come in query order: the
-// matches after the cursor are collected (their SortKeys and paths), sorted,
-// then fetched again in order to fill the page. limited refuses the query
-// once more than scanLimit candidates are examined.
-func (x *queryRun) collect(plan string, limited, building bool, each func(fn func(*Document) error) error) (*QueryResult, error) {
-	type match struct {
-		key  []byte
-		path string
+// collect runs a plan whose candidates do not come in query order. Each
+// candidate's data is decoded once (MatchKey) where it is stored, and only
+// the matches after the cursor that could be on the page are copied: the
+// best limit+1 are kept in a bounded heap, sorted, and fill the page. limited
+// refuses the query once more than scanLimit candidates are examined.
+//
+// The caller's rule (Allow) is asked first only of the kept documents, in
+// order; if it refuses some of them and more matches were left out, the
+// candidates are read again with the rule applied before keeping, so the
+// page is the first allowed matches as if every match had been judged.
+func (x *queryRun) collect(plan string, limited, building bool, each func(fn func(path string, val []byte) error) error) (*QueryResult, error) {
+	if x.count {
+		return x.collectCount(plan, limited, building, each)
+	}
+	keep := x.limit + 1
+	top, total, err := x.collectTop(limited, building, each, keep, false)
+	if err != nil {
+		return nil, err
 	}
 	res := &QueryResult{Plan: plan}
-	var matches []match
-	examined := 0
-	err := each(func(d *Document) error {
+	if x.fillPage(res, top, x.allow != nil) || total <= keep {
+		return res, nil
+	}
+	// The rule refused kept documents and others were left out: keep the
+	// best allowed ones instead.
+	top, _, err = x.collectTop(limited, building, each, keep, true)
+	if err != nil {
+		return nil, err
+	}
+	*res = QueryResult{Plan: plan}
+	x.fillPage(res, top, false)
+	return res, nil
+}
+
+// fillPage fills res with the documents of top (sorted, in query order),
+// asking the rule of each when judge; it reports whether the page is
+// complete: full with a next document seen, or cut by the byte cap.
+func (x *queryRun) fillPage(res *QueryResult, top []kept, judge bool) bool {
+	var lastReturned []byte
+	size := 0
+	for _, m := range top {
+		if judge && !x.allow(m.doc) {
+			continue
+		}
+		if len(res.Documents) == x.limit || (len(res.Documents) > 0 && size >= maxListBytes) {
+			res.NextCursor = x.c.Cursor(lastReturned)
+			return true
+		}
+		res.Documents = append(res.Documents, m.doc)
+		size += len(m.doc.Data)
+		lastReturned = m.key
+	}
+	return false
+}
+
+// kept is a match collect keeps: its SortKey and document.
+type kept struct {
+	key []byte
+	doc *Document
+}
+
+// collectTop examines every candidate and returns the best n matches after
+// the cursor (with judge: that the rule allows), sorted in query order, and
+// how many matches there were in all.
+func (x *queryRun) collectTop(limited, building bool, each func(fn func(string, []byte) error) error, n int, judge bool) ([]kept, int, error) {
+	// h is a max-heap on key: h[0] is the worst kept match.
+	var h []kept
+	examined, total := 0, 0
+	err := each(func(path string, val []byte) error {
 		examined++
 		if limited && examined > x.scanLimit {
 			return x.indexRequired(building)
@@ -689,56 +745,114 @@ func (x *queryRun) collect(plan string, limited, building bool, each func(fn fun
 		if err := x.checkCtx(examined); err != nil {
 			return err
 		}
-		if !x.c.Match(d.Data) {
+		if len(val) < docHeaderLen || val[0] != docVersion {
+			return fmt.Errorf("decode document %q: bad header", path)
+		}
+		sk, ok := x.c.MatchKey(path, val[docHeaderLen:])
+		if !ok || (x.after != nil && bytes.Compare(sk, x.after) <= 0) {
 			return nil
 		}
-		sk := x.c.SortKey(d.Path, d.Data)
-		if x.after != nil && bytes.Compare(sk, x.after) <= 0 {
+		total++
+		if len(h) == n && bytes.Compare(sk, h[0].key) >= 0 {
 			return nil
 		}
-		if x.count {
-			if x.allowed(d) {
-				res.Count++
+		doc, err := decodeDoc(path, val)
+		if err != nil {
+			return err
+		}
+		if judge && !x.allow(doc) {
+			total--
+			return nil
+		}
+		if len(h) < n {
+			h = append(h, kept{key: sk, doc: doc})
+			heapUp(h, len(h)-1)
+			return nil
+		}
+		h[0] = kept{key: sk, doc: doc}
+		heapDown(h, 0)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(h, func(a, b kept) int { return bytes.Compare(a.key, b.key) })
+	return h, total, nil
+}
+
+func heapUp(h []kept, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if bytes.Compare(h[i].key, h[p].key) <= 0 {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func heapDown(h []kept, i int) {
+	for {
+		l, big := 2*i+1, i
+		if l < len(h) && bytes.Compare(h[l].key, h[big].key) > 0 {
+			big = l
+		}
+		if r := l + 1; r < len(h) && bytes.Compare(h[r].key, h[big].key) > 0 {
+			big = r
+		}
+		if big == i {
+			return
+		}
+		h[i], h[big] = h[big], h[i]
+		i = big
+	}
+}
+
+// collectCount counts the allowed matches after the cursor.
+func (x *queryRun) collectCount(plan string, limited, building bool, each func(fn func(string, []byte) error) error) (*QueryResult, error) {
+	res := &QueryResult{Plan: plan}
+	examined := 0
+	err := each(func(path string, val []byte) error {
+		examined++
+		if limited && examined > x.scanLimit {
+			return x.indexRequired(building)
+		}
+		if err := x.checkCtx(examined); err != nil {
+			return err
+		}
+		if len(val) < docHeaderLen || val[0] != docVersion {
+			return fmt.Errorf("decode document %q: bad header", path)
+		}
+		data := val[docHeaderLen:]
+		if x.after != nil {
+			sk, ok := x.c.MatchKey(path, data)
+			if !ok || bytes.Compare(sk, x.after) <= 0 {
+				return nil
 			}
+		} else if !x.c.Match(data) {
 			return nil
 		}
-		matches = append(matches, match{key: sk, path: d.Path})
+		if x.allow != nil {
+			doc, err := decodeDoc(path, val)
+			if err != nil {
+				return err
+			}
+			if !x.allow(doc) {
+				return nil
+			}
+		}
+		res.Count++
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if x.count {
-		return res, nil
-	}
-	slices.SortFunc(matches, func(a, b match) int { return bytes.Compare(a.key, b.key) })
-	var lastReturned []byte
-	size := 0
-	for i, m := range matches {
-		if err := x.checkCtx(i + 1); err != nil {
-			return nil, err
-		}
-		doc, err := getDoc(x.txn, m.path)
-		if err != nil {
-			return nil, err
-		}
-		if doc == nil || !x.allowed(doc) {
-			continue
-		}
-		if len(res.Documents) == x.limit || (len(res.Documents) > 0 && size >= maxListBytes) {
-			res.NextCursor = x.c.Cursor(lastReturned)
-			break
-		}
-		res.Documents = append(res.Documents, doc)
-		size += len(doc.Data)
-		lastReturned = m.key
-	}
 	return res, nil
 }
 
-// eachEntry calls fn with the document of every entry under an index
-// prefix, in key order.
-func (x *queryRun) eachEntry(prefix []byte, fn func(*Document) error) error {
+// eachEntry calls fn with the path and stored value (valid only during the
+// call) of the document of every entry under an index prefix, in key order.
+func (x *queryRun) eachEntry(prefix []byte, fn func(string, []byte) error) error {
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	it := x.txn.NewIterator(opts)
@@ -752,14 +866,14 @@ func (x *queryRun) eachEntry(prefix []byte, fn func(*Document) error) error {
 		if isSystemPath(path) {
 			continue
 		}
-		doc, err := getDoc(x.txn, path)
-		if err != nil {
-			return err
-		}
-		if doc == nil {
+		item, err := x.txn.Get(docKey(path))
+		if errors.Is(err, badger.ErrKeyNotFound) {
 			return fmt.Errorf("%w: %q (key %q)", errIndexEntryDangling, path, it.Item().Key())
 		}
-		if err := fn(doc); err != nil {
+		if err != nil {
+			return fmt.Errorf("get %q: %w", path, err)
+		}
+		if err := item.Value(func(v []byte) error { return fn(path, v) }); err != nil {
 			return err
 		}
 	}
@@ -769,7 +883,7 @@ func (x *queryRun) eachEntry(prefix []byte, fn func(*Document) error) error {
 // eachChild calls fn with every user document directly in the collection,
 // skipping deeper descendants with one seek per child subtree (as
 // listChildren does).
-func (x *queryRun) eachChild(fn func(*Document) error) error {
+func (x *queryRun) eachChild(fn func(string, []byte) error) error {
 	prefix := docKey(x.parent + "/")
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
@@ -786,16 +900,8 @@ func (x *queryRun) eachChild(fn func(*Document) error) error {
 			it.Next()
 			continue
 		}
-		var doc *Document
-		err := it.Item().Value(func(v []byte) error {
-			var derr error
-			doc, derr = decodeDoc(string(key[1:]), v)
-			return derr
-		})
-		if err != nil {
-			return err
-		}
-		if err := fn(doc); err != nil {
+		path := string(key[1:])
+		if err := it.Item().Value(func(v []byte) error { return fn(path, v) }); err != nil {
 			return err
 		}
 		it.Next()
@@ -806,7 +912,7 @@ func (x *queryRun) eachChild(fn func(*Document) error) error {
 // eachInGroup calls fn with every user document of the project whose
 // parent's last segment is the collection name, at any depth. Keys are read
 // without values; system subtrees are skipped with one seek each.
-func (x *queryRun) eachInGroup(fn func(*Document) error) error {
+func (x *queryRun) eachInGroup(fn func(string, []byte) error) error {
 	coll := x.c.Q.Collection
 	prefix := docKey(x.pid + "/")
 	opts := badger.DefaultIteratorOptions
@@ -831,16 +937,8 @@ func (x *queryRun) eachInGroup(fn func(*Document) error) error {
 			it.Next()
 			continue
 		}
-		var doc *Document
-		err := it.Item().Value(func(v []byte) error {
-			var derr error
-			doc, derr = decodeDoc(string(key[1:]), v)
-			return derr
-		})
-		if err != nil {
-			return err
-		}
-		if err := fn(doc); err != nil {
+		path := string(key[1:])
+		if err := it.Item().Value(func(v []byte) error { return fn(path, v) }); err != nil {
 			return err
 		}
 		it.Next()
