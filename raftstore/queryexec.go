@@ -852,33 +852,55 @@ func (x *queryRun) collectCount(plan string, limited, building bool, each func(f
 
 // eachEntry calls fn with the path and stored value (valid only during the
 // call) of the document of every entry under an index prefix, in key order.
+// The entries of one value come in path order, the documents' order: one
+// iterator walks the documents alongside, stepping a few keys forward to
+// the next one and seeking further ones, cheaper than a point read each.
 func (x *queryRun) eachEntry(prefix []byte, fn func(string, []byte) error) error {
 	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
 	opts.Prefix = prefix
 	it := x.txn.NewIterator(opts)
 	defer it.Close()
+	dopts := badger.DefaultIteratorOptions
+	dopts.PrefetchValues = false
+	dopts.Prefix = docKey(x.parent + "/")
+	docs := x.txn.NewIterator(dopts)
+	defer docs.Close()
+	var key []byte
 	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-		pathb, err := it.Item().ValueCopy(nil)
-		if err != nil {
+		var path string
+		if err := it.Item().Value(func(v []byte) error { path = string(v); return nil }); err != nil {
 			return fmt.Errorf("read index entry: %w", err)
 		}
-		path := string(pathb)
 		if isSystemPath(path) {
 			continue
 		}
-		item, err := x.txn.Get(docKey(path))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+		key = append(append(key[:0], spaceDoc), path...)
+		if !docs.Valid() || bytes.Compare(docs.Item().Key(), key) > 0 {
+			docs.Seek(key)
+		} else {
+			for step := 0; docs.Valid() && bytes.Compare(docs.Item().Key(), key) < 0; step++ {
+				if step == entryWalkSteps {
+					docs.Seek(key)
+					break
+				}
+				docs.Next()
+			}
+		}
+		found := docs.Valid() && bytes.Equal(docs.Item().Key(), key)
+		if !found {
 			return fmt.Errorf("%w: %q (key %q)", errIndexEntryDangling, path, it.Item().Key())
 		}
-		if err != nil {
-			return fmt.Errorf("get %q: %w", path, err)
-		}
-		if err := item.Value(func(v []byte) error { return fn(path, v) }); err != nil {
+		if err := docs.Item().Value(func(v []byte) error { return fn(path, v) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// entryWalkSteps is how many documents eachEntry steps over before it
+// seeks instead.
+const entryWalkSteps = 8
 
 // eachChild calls fn with every user document directly in the collection,
 // skipping deeper descendants with one seek per child subtree (as
