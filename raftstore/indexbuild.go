@@ -75,11 +75,18 @@ func (b *indexBuilder) stop() {
 	<-b.done
 }
 
-// wakeBuilder tells the builder that the declarations or the tree changed.
+// wakeBuilder tells the builder that the declarations or the tree changed:
+// every index is tried again. The indexes that failed are forgiven here,
+// before it returns, so that once the entry that woke the builder is
+// applied, its work is pending (not only once the builder goroutine has
+// taken the wake).
 func (f *fsm) wakeBuilder() {
 	if f.builder == nil {
 		return
 	}
+	f.builder.fmu.Lock()
+	clear(f.builder.failed)
+	f.builder.fmu.Unlock()
 	select {
 	case f.builder.wake <- struct{}{}:
 	default:
@@ -118,10 +125,8 @@ func (b *indexBuilder) run() {
 		case <-b.quit:
 			return
 		case <-b.wake:
-			// The declarations changed: try every index again.
-			b.fmu.Lock()
-			clear(b.failed)
-			b.fmu.Unlock()
+			// The declarations changed: every index is tried again
+			// (wakeBuilder forgave the failed ones).
 		case <-retry:
 		}
 	}

@@ -77,10 +77,19 @@ func newRVCluster(t *testing.T, n int, tune Tuning) *rvCluster {
 	}
 	for i := 1; i < n; i++ {
 		c.open(i)
-		err := c.nodes[0].s.Join(ctxT(t, 10*time.Second), JoinRequest{ID: c.nodes[i].id, RaftAddr: c.nodes[i].raftAddr, HTTPAddr: c.nodes[i].srv.URL, Voter: true, TxnVersion: txnVersionLatest})
-		if err != nil {
-			t.Fatalf("join %s: %v", c.nodes[i].id, err)
-		}
+		// Adding a voter may cost n1 its leadership for a moment on a
+		// loaded machine: then the join is refused with ErrNoLeader, and
+		// asked again (adding the same voter twice is harmless).
+		mustEventually(t, 30*time.Second, "join "+c.nodes[i].id, func() (bool, string) {
+			err := c.nodes[0].s.Join(ctxT(t, 10*time.Second), JoinRequest{ID: c.nodes[i].id, RaftAddr: c.nodes[i].raftAddr, HTTPAddr: c.nodes[i].srv.URL, Voter: true, TxnVersion: txnVersionLatest})
+			if errors.Is(err, ErrNoLeader) {
+				return false, err.Error()
+			}
+			if err != nil {
+				t.Fatalf("join %s: %v", c.nodes[i].id, err)
+			}
+			return true, ""
+		})
 	}
 	for i := 1; i < n; i++ {
 		if err := c.nodes[i].s.EnsureNodeRecord(ctxT(t, 15*time.Second)); err != nil {
