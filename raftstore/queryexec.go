@@ -730,6 +730,22 @@ type kept struct {
 	doc *Document
 }
 
+// candidate is the start of examining the n-th candidate of a plan without
+// an order of its own: the scan limit (when limited), the context, and the
+// stored document's data (val is its encoded form).
+func (x *queryRun) candidate(limited, building bool, n int, path string, val []byte) ([]byte, error) {
+	if limited && n > x.scanLimit {
+		return nil, x.indexRequired(building)
+	}
+	if err := x.checkCtx(n); err != nil {
+		return nil, err
+	}
+	if len(val) < docHeaderLen || val[0] != docVersion {
+		return nil, fmt.Errorf("decode document %q: bad header", path)
+	}
+	return val[docHeaderLen:], nil
+}
+
 // collectTop examines every candidate and returns the best n matches after
 // the cursor (with judge: that the rule allows), sorted in query order, and
 // how many matches there were in all.
@@ -739,16 +755,11 @@ func (x *queryRun) collectTop(limited, building bool, each func(fn func(string, 
 	examined, total := 0, 0
 	err := each(func(path string, val []byte) error {
 		examined++
-		if limited && examined > x.scanLimit {
-			return x.indexRequired(building)
-		}
-		if err := x.checkCtx(examined); err != nil {
+		data, err := x.candidate(limited, building, examined, path, val)
+		if err != nil {
 			return err
 		}
-		if len(val) < docHeaderLen || val[0] != docVersion {
-			return fmt.Errorf("decode document %q: bad header", path)
-		}
-		sk, ok := x.c.MatchKey(path, val[docHeaderLen:])
+		sk, ok := x.c.MatchKey(path, data)
 		if !ok || (x.after != nil && bytes.Compare(sk, x.after) <= 0) {
 			return nil
 		}
@@ -814,16 +825,10 @@ func (x *queryRun) collectCount(plan string, limited, building bool, each func(f
 	examined := 0
 	err := each(func(path string, val []byte) error {
 		examined++
-		if limited && examined > x.scanLimit {
-			return x.indexRequired(building)
-		}
-		if err := x.checkCtx(examined); err != nil {
+		data, err := x.candidate(limited, building, examined, path, val)
+		if err != nil {
 			return err
 		}
-		if len(val) < docHeaderLen || val[0] != docVersion {
-			return fmt.Errorf("decode document %q: bad header", path)
-		}
-		data := val[docHeaderLen:]
 		if x.after != nil {
 			sk, ok := x.c.MatchKey(path, data)
 			if !ok || bytes.Compare(sk, x.after) <= 0 {

@@ -172,21 +172,7 @@ func (s *Subscription) handleQuery(sess *session, f *frame) {
 		s.mu.Unlock()
 		return
 	}
-	if !s.started && !ready {
-		s.early = append(s.early, evs...)
-		s.mu.Unlock()
-		return
-	}
-	if ready {
-		s.started = true
-		evs = append(s.early, evs...)
-		s.early = nil
-	}
-	s.mu.Unlock()
-	if ready {
-		close(s.ready)
-	}
-	s.deliver(sess, evs)
+	s.release(sess, evs, ready)
 }
 
 // applyWindow applies one change message to a window.

@@ -303,10 +303,15 @@ func (s *Subscription) handle(sess *session, f *frame) {
 		s.mu.Unlock()
 		return
 	}
+	s.release(sess, evs, ready)
+}
+
+// release hands a message's events on, with s.mu held (it unlocks it):
+// before Subscribe has returned they are held back (bounded by what the
+// server replays, so a replay longer than the buffer cannot deadlock it),
+// and the message that makes the subscription ready delivers them first.
+func (s *Subscription) release(sess *session, evs []Event, ready bool) {
 	if !s.started && !ready {
-		// Subscribe has not returned: hold the events (bounded by what
-		// the server replays) so a replay longer than the buffer cannot
-		// deadlock it.
 		s.early = append(s.early, evs...)
 		s.mu.Unlock()
 		return
