@@ -59,6 +59,22 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the auth metrics (nil: none are kept).
 	Registerer prometheus.Registerer
+
+	// ---- accounts issue (email, OAuth, admin, keys, audit) ----
+
+	// HostPolicy judges the hosts a tenant names (SMTP servers, OIDC
+	// issuers): private and loopback hosts are refused unless the operator
+	// allowed them (--allow-private-hosts). Nil: NewHostPolicy(nil).
+	HostPolicy *HostPolicy
+	// PublicURL is the base URL browsers reach this cluster at (--public-url):
+	// OAuth callbacks and the links in emails are built on it.
+	PublicURL string
+	// SMTPDefault is the operator's SMTP server, used by projects that set
+	// none of their own (--smtp-*). Zero Host: none.
+	SMTPDefault SMTPSettings
+	// AuditRetention bounds how long audit log entries are kept
+	// (--audit-retention; DefaultAuditRetention when zero).
+	AuditRetention time.Duration
 }
 
 // Service implements projects, API keys, accounts and sessions on the tree.
@@ -87,6 +103,12 @@ type Service struct {
 	guards  map[string]Principal // callers resolved, by HashToken
 
 	origins originIndex // every project's allowed origins (AnyProjectAllows)
+
+	// The accounts issue's configuration (see Config).
+	hostPolicy     *HostPolicy
+	publicURL      string
+	smtpDefault    SMTPSettings
+	auditRetention time.Duration
 }
 
 // maxCachedGuards bounds the callers Caller remembers (a few hundred bytes
@@ -132,9 +154,19 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: register metrics: %w", err)
 	}
+	if cfg.HostPolicy == nil {
+		if cfg.HostPolicy, err = NewHostPolicy(nil); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.AuditRetention <= 0 {
+		cfg.AuditRetention = DefaultAuditRetention
+	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, hasher: cfg.Hasher, ttl: cfg.SessionTTL, recent: cfg.RecentLogin, onSec: cfg.OnSecurityChange,
 		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{},
-		guards: map[string]Principal{}, failGate: make(chan struct{}, 1), metrics: m}, nil
+		guards: map[string]Principal{}, failGate: make(chan struct{}, 1), metrics: m,
+		hostPolicy: cfg.HostPolicy, publicURL: strings.TrimSuffix(cfg.PublicURL, "/"), smtpDefault: cfg.SMTPDefault,
+		auditRetention: cfg.AuditRetention}, nil
 }
 
 // Roles.
@@ -176,6 +208,15 @@ type User struct {
 	Role        string `json:"role"`
 	TOTPEnabled bool   `json:"totpEnabled"`
 	CreatedAt   string `json:"createdAt"`
+	// EmailVerified is set once the user proved the address (a code or link
+	// sent to it, or an OAuth provider that vouches for it).
+	EmailVerified bool `json:"emailVerified"`
+	// Anonymous accounts have no email until one is linked.
+	Anonymous bool `json:"anonymous,omitempty"`
+	// Disabled accounts cannot sign in; their sessions ended when disabled.
+	Disabled bool `json:"disabled,omitempty"`
+	// Providers are the OAuth/OIDC providers linked to the account.
+	Providers []string `json:"providers,omitempty"`
 }
 
 // account is the stored record: the user plus secrets never shown.

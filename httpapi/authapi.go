@@ -25,6 +25,13 @@ type authBody struct {
 	UserID          string  `json:"userId"`
 	Role            string  `json:"role"`
 	ProjectID       string  `json:"projectId"`
+	// The accounts issue's actions.
+	Token     string `json:"token"`     // verify-email: the link token
+	EmailCode string `json:"emailCode"` // reset-password: a code sent by email
+	NewEmail  string `json:"newEmail"`  // change-email
+	Provider  string `json:"provider"`  // oauth-link
+	Redirect  string `json:"redirect"`  // oauth-link
+	SessionID string `json:"sessionId"` // revoke-session
 }
 
 // authActions are the actions of POST /api/auth.
@@ -32,6 +39,11 @@ var authActions = map[string]bool{
 	"register": true, "login": true, "login-verify": true, "logout": true, "me": true,
 	"change-password": true, "reset-password": true, "set-role": true, "disable-totp": true,
 	"reauthenticate": true,
+	// The accounts issue's actions (httpapi/authactions.go).
+	"send-verification": true, "verify-email": true, "request-password-reset": true,
+	"request-email-code": true, "login-email-code": true, "change-email": true, "delete-account": true,
+	"sign-in-anonymously": true, "link-email": true, "oauth-exchange": true, "oauth-link": true,
+	"list-sessions": true, "revoke-session": true,
 }
 
 // authTimeout bounds one authentication request, hashing queue included.
@@ -115,6 +127,9 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	addr := s.clientAddr(r)
+	if handled, err := s.publicAuthAction(ctx, w, r, &body, pid, addr, action); handled {
+		return err
+	}
 	switch action {
 	case "register":
 		if err := required("email", body.Email, "password", body.Password); err != nil {
@@ -161,6 +176,9 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 	// The remaining actions act for the holder of a bearer token.
 	p, err := s.projectPrincipal(ctx, r, pid)
 	if err != nil {
+		return err
+	}
+	if handled, err := s.bearerAuthAction(ctx, w, r, &body, p, addr, action); handled {
 		return err
 	}
 	switch action {

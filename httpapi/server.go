@@ -77,6 +77,16 @@ type Accounts interface {
 	// one project's list, or every project's (CORS preflight).
 	OriginAllowed(pid, origin string) (bool, error)
 	AnyProjectAllows(origin string) (bool, error)
+
+	// ---- accounts issue: email settings and templates (httpapi/mailapi.go) ----
+
+	// ---- accounts issue: email codes, anonymous users, deletion (httpapi/auth_email.go) ----
+
+	// ---- accounts issue: OAuth / OIDC (httpapi/oauthapi.go) ----
+
+	// ---- accounts issue: users, sessions, API keys (httpapi/usersapi.go, keysapi.go) ----
+
+	// ---- accounts issue: audit log (httpapi/auditapi.go) ----
 }
 
 // Config wires a Server. Store, Cluster and Accounts are required.
@@ -181,6 +191,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/auth", s.handleAuth)
 	s.mux.HandleFunc("/api/authenticator/{op}", s.handleAuthenticator)
 	s.mux.HandleFunc("/api/origins", s.handleOrigins)
+	s.accountsRoutes()
 	if s.realtime != nil {
 		s.mux.Handle("/api/realtime", s.realtime.Handler(s.writeError))
 		s.mux.HandleFunc("/api/realtime/origins", s.handleOrigins) // the older name of /api/origins

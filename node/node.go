@@ -65,6 +65,17 @@ type Config struct {
 	// index that serves it before it is refused with index_required
 	// (--query-scan-limit; 0: raftstore.DefaultQueryScanLimit).
 	QueryScanLimit int
+	// AllowPrivateHosts are the private or loopback hosts tenants may name
+	// (--allow-private-hosts): IPs, CIDRs, host names.
+	AllowPrivateHosts []string
+	// PublicURL is the base URL browsers reach the cluster at (--public-url;
+	// default AdvertiseHTTP): OAuth callbacks, links in emails.
+	PublicURL string
+	// SMTPDefault is the operator's SMTP server (--smtp-*), for projects
+	// that set none.
+	SMTPDefault auth.SMTPSettings
+	// AuditRetention bounds the security audit log (--audit-retention).
+	AuditRetention time.Duration
 	// SweepInterval is how often the leader removes expired sessions,
 	// tickets and rate-limit windows (default 1 minute).
 	SweepInterval time.Duration
@@ -237,9 +248,19 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.HashParams != nil {
 		hasher = auth.NewHasher(*cfg.HashParams, 0)
 	}
+	hostPolicy, err := auth.NewHostPolicy(cfg.AllowPrivateHosts)
+	if err != nil {
+		n.abort()
+		return nil, fmt.Errorf("allowed private hosts: %w", err)
+	}
+	publicURL := cfg.PublicURL
+	if publicURL == "" {
+		publicURL = cfg.AdvertiseHTTP
+	}
 	n.Accounts, err = auth.NewService(auth.Config{Store: n.Store, Hasher: hasher, Clock: cfg.Clock, Logger: logger,
 		SessionTTL: cfg.SessionTTL, RecentLogin: cfg.RecentLogin, Sealer: sealer, Limits: cfg.Limits, Registerer: reg,
-		OnSecurityChange: n.securityNotice})
+		OnSecurityChange: n.securityNotice, HostPolicy: hostPolicy, PublicURL: strings.TrimSuffix(publicURL, "/"),
+		SMTPDefault: cfg.SMTPDefault, AuditRetention: cfg.AuditRetention})
 	if err != nil {
 		n.abort()
 		return nil, err

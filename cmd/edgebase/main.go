@@ -160,7 +160,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve")
 	var cfg node.Config
-	var join, logLevel, trustedProxies, corsOrigins, pprofAddr string
+	var join, logLevel, trustedProxies, corsOrigins, pprofAddr, privateHosts string
 	limits := auth.DefaultLimits()
 	fs.StringVar(&cfg.NodeID, "node-id", "", "stable node id (default: generated and kept in the data dir)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for the Raft log, snapshots and the document tree")
@@ -186,6 +186,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&corsOrigins, "cors-origins", "", "comma-separated browser origins (e.g. https://app.example.com) allowed for every project, besides each project's own list (PUT /api/origins)")
 	fs.IntVar(&cfg.QueryScanLimit, "query-scan-limit", raftstore.DefaultQueryScanLimit, "documents a query may examine without an index that serves it before it is refused with index_required (declare indexes with PUT /api/db/indexes)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	// Accounts: email, OAuth, audit.
+	fs.StringVar(&privateHosts, "allow-private-hosts", "", "comma-separated IPs, CIDRs or host names on a private or loopback network that tenants may name (SMTP servers, OIDC issuers); others are refused")
+	fs.StringVar(&cfg.PublicURL, "public-url", "", "base URL browsers reach the cluster at, for OAuth callbacks and links in emails (default: --advertise-http)")
+	fs.StringVar(&cfg.SMTPDefault.Host, "smtp-host", "", "the cluster's default SMTP server, for projects that set none (PUT /api/auth/smtp)")
+	fs.IntVar(&cfg.SMTPDefault.Port, "smtp-port", 587, "port of --smtp-host")
+	fs.StringVar(&cfg.SMTPDefault.Username, "smtp-username", "", "SMTP user name of --smtp-host")
+	fs.StringVar(&cfg.SMTPDefault.Password, "smtp-password", "", "SMTP password of --smtp-host (prefer EDGEBASE_SMTP_PASSWORD)")
+	fs.StringVar(&cfg.SMTPDefault.From, "smtp-from", "", "sender address of the cluster's default SMTP server")
+	fs.StringVar(&cfg.SMTPDefault.FromName, "smtp-from-name", "", "sender name of the cluster's default SMTP server")
+	fs.StringVar(&cfg.SMTPDefault.Security, "smtp-security", "starttls", "starttls, tls (implicit, port 465) or none (only for a host in --allow-private-hosts)")
+	fs.DurationVar(&cfg.AuditRetention, "audit-retention", auth.DefaultAuditRetention, "how long the security audit log keeps an entry")
 	// Raft tuning (operators rarely need these; tests make snapshots frequent).
 	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")
 	fs.Uint64Var(&cfg.Tuning.TrailingLogs, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 10240)")
@@ -223,6 +234,14 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.TrustedProxies = proxies
 	if cfg.CORSOrigins, err = parseOrigins(corsOrigins); err != nil {
 		return usageError("bad --cors-origins (EDGEBASE_CORS_ORIGINS): " + err.Error())
+	}
+	for _, h := range strings.Split(privateHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.AllowPrivateHosts = append(cfg.AllowPrivateHosts, h)
+		}
+	}
+	if _, err := auth.NewHostPolicy(cfg.AllowPrivateHosts); err != nil {
+		return usageError("bad --allow-private-hosts (EDGEBASE_ALLOW_PRIVATE_HOSTS): " + err.Error())
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
