@@ -289,3 +289,43 @@ func PushDueKey(at time.Time, pid, sid string) string {
 
 // PushDue is the due entry named key (PushDueKey).
 func PushDue(key string) string { return PushDueDir() + sep + key }
+
+// ---- accounts: email codes ----
+
+// EmailCodesDir holds the pending email codes (verification, password
+// reset, sign-in, change of address), one per project, purpose and subject.
+func EmailCodesDir() string { return raftstore.SystemPrefix + "/emailcodes" }
+
+// EmailCode is the pending code of purpose for subject (a normalized address,
+// or an account id) in project pid: the parts hashed like Limit's, so that an
+// address never appears in a key.
+func EmailCode(pid, purpose, subject string) string {
+	h := sha256.New()
+	for _, p := range []string{pid, purpose, subject} {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return EmailCodesDir() + sep + hex.EncodeToString(h.Sum(nil))
+}
+
+// EmailLinksDir holds the link tokens sent with email codes, keyed by the
+// hash of the token; each names its code.
+func EmailLinksDir() string { return raftstore.SystemPrefix + "/emaillinks" }
+
+// EmailLink is the link token that hashes to tokenHash.
+func EmailLink(tokenHash string) string { return EmailLinksDir() + sep + tokenHash }
+
+// AccountPurgesDir holds the accounts deleted whose data is still being
+// removed (chunk by chunk, after the account itself).
+func AccountPurgesDir() string { return raftstore.SystemPrefix + "/purges" }
+
+// AccountPurge is the pending purge of account uid of project pid.
+func AccountPurge(pid, uid string) string { return AccountPurgesDir() + sep + pid + "." + uid }
+
+// AuthSettings is project pid's sign-in settings (anonymous sign-in, the
+// URL the links in emails open).
+func AuthSettings(pid string) string { return pid + "/_authsettings" }
+
+// UserData is the user documents' directory of user uid (the client path
+// users/<uid>): deleting an account deletes it and everything below it.
+func UserData(pid, uid string) string { return Doc(pid, "users/"+uid) }

@@ -219,3 +219,27 @@ func TestAccountSessionKeys(t *testing.T) {
 		t.Errorf("AccountSession = %q, want %q", got, want)
 	}
 }
+
+// TestEmailCodeKeys pins the layout of the email-code, link, purge, auth
+// settings and user-data keys (accounts: email codes).
+func TestEmailCodeKeys(t *testing.T) {
+	for _, c := range []struct{ name, got, want string }{
+		{"EmailCodesDir", keys.EmailCodesDir(), "_sys/emailcodes"},
+		{"EmailCode", keys.EmailCode("p1", "verify", "ada@x.io"),
+			"_sys/emailcodes/12080ba5c81a32bb0dfd96c083deaabafc6599ac5db706b82348344ecc369262"},
+		{"EmailLinksDir", keys.EmailLinksDir(), "_sys/emaillinks"},
+		{"EmailLink", keys.EmailLink("abc"), "_sys/emaillinks/abc"},
+		{"AccountPurgesDir", keys.AccountPurgesDir(), "_sys/purges"},
+		{"AccountPurge", keys.AccountPurge("p1", "u1"), "_sys/purges/p1.u1"},
+		{"AuthSettings", keys.AuthSettings("p1"), "p1/_authsettings"},
+		{"UserData", keys.UserData("p1", "u1"), "p1/users/u1"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	// The subject is one part: moving a byte between parts is another key.
+	if keys.EmailCode("p1", "verify", "ada@x.io") == keys.EmailCode("p1", "verif", "yada@x.io") {
+		t.Error("EmailCode parts are not separated")
+	}
+}
