@@ -329,3 +329,35 @@ func AuthSettings(pid string) string { return pid + "/_authsettings" }
 // UserData is the user documents' directory of user uid (the client path
 // users/<uid>): deleting an account deletes it and everything below it.
 func UserData(pid, uid string) string { return Doc(pid, "users/"+uid) }
+
+// ---- accounts: audit ----
+
+// AuditDir holds project pid's security audit log, one document per event,
+// named by AuditKey so that the log sorts by time.
+func AuditDir(pid string) string { return pid + "/_audit" }
+
+// AuditKey names an audit event: "<unix ns, 20 digits>-<rnd>", rnd a short
+// random hex string the proposer drew so that events of one nanosecond
+// stay apart.
+func AuditKey(at time.Time, rnd string) string { return fmt.Sprintf("%020d-%s", at.UnixNano(), rnd) }
+
+// Audit is the audit event named id (AuditKey) of project pid.
+func Audit(pid, id string) string { return AuditDir(pid) + sep + id }
+
+// ---- accounts: mail ----
+
+// MailOutboxDir holds the queued emails of every project (mail.Record), in
+// the order they were queued: the leader's sender works through it.
+func MailOutboxDir() string { return raftstore.SystemPrefix + "/mail/outbox" }
+
+// MailOutbox is the queued email id, queued at `at`: "<unix ns, 20
+// digits>-<id>", so that the outbox lists oldest first.
+func MailOutbox(at time.Time, id string) string {
+	return fmt.Sprintf("%s/%020d-%s", MailOutboxDir(), at.UnixNano(), id)
+}
+
+// SMTP is project pid's own SMTP server (password sealed).
+func SMTP(pid string) string { return pid + "/_smtp" }
+
+// MailTemplates is project pid's customized email templates, by kind.
+func MailTemplates(pid string) string { return pid + "/_mailtemplates" }

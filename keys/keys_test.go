@@ -243,3 +243,24 @@ func TestEmailCodeKeys(t *testing.T) {
 		t.Error("EmailCode parts are not separated")
 	}
 }
+
+// TestAuditKeys pins the layout of the audit log (accounts: audit): the
+// names sort by time, and the time is the first 20 digits.
+func TestAuditKeys(t *testing.T) {
+	at := time.Unix(1700000000, 123)
+	for _, c := range []struct{ name, got, want string }{
+		{"AuditDir", keys.AuditDir("p1"), "p1/_audit"},
+		{"AuditKey", keys.AuditKey(at, "0a1b2c3d"), "01700000000000000123-0a1b2c3d"},
+		{"Audit", keys.Audit("p1", "01700000000000000123-0a1b2c3d"), "p1/_audit/01700000000000000123-0a1b2c3d"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if a, b := keys.AuditKey(time.Unix(9, 0), "ffffffff"), keys.AuditKey(time.Unix(10, 0), "00000000"); a >= b {
+		t.Errorf("AuditKey does not sort by time: %q >= %q", a, b)
+	}
+	if !keys.IsReserved("_audit/x") {
+		t.Error("the audit log is not reserved state")
+	}
+}
