@@ -361,3 +361,38 @@ func SMTP(pid string) string { return pid + "/_smtp" }
 
 // MailTemplates is project pid's customized email templates, by kind.
 func MailTemplates(pid string) string { return pid + "/_mailtemplates" }
+
+// ---- accounts: oauth ----
+
+// OAuthProvidersDir holds project pid's OAuth / OIDC providers, one
+// document per provider name.
+func OAuthProvidersDir(pid string) string { return pid + "/_oauth" }
+
+// OAuthProvider is project pid's configuration of provider (client secret
+// sealed).
+func OAuthProvider(pid, provider string) string { return OAuthProvidersDir(pid) + sep + provider }
+
+// Identity is project pid's index entry of the provider's subject: which
+// account the identity signs in to. The subject is hashed (SHA-256): it is
+// the provider's, of any length and alphabet.
+func Identity(pid, provider, subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return pid + "/_identities/" + provider + sep + hex.EncodeToString(sum[:])
+}
+
+// oauthDir holds the cluster-wide records of OAuth flows in progress.
+func oauthDir() string { return raftstore.SystemPrefix + "/oauth" }
+
+// OAuthStatesDir holds the states of sign-ins sent to a provider, keyed by
+// the hash of the state parameter (the callback may reach any node).
+func OAuthStatesDir() string { return oauthDir() + "/states" }
+
+// OAuthState is the state whose parameter hashes to stateHash.
+func OAuthState(stateHash string) string { return OAuthStatesDir() + sep + stateHash }
+
+// OAuthCodesDir holds the one-time codes a callback hands to the app,
+// keyed by the hash of the code.
+func OAuthCodesDir() string { return oauthDir() + "/codes" }
+
+// OAuthCode is the one-time code that hashes to codeHash.
+func OAuthCode(codeHash string) string { return OAuthCodesDir() + sep + codeHash }

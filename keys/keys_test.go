@@ -264,3 +264,23 @@ func TestAuditKeys(t *testing.T) {
 		t.Error("the audit log is not reserved state")
 	}
 }
+
+// TestOAuthKeys pins the layout of OAuth / OIDC state (accounts: oauth).
+func TestOAuthKeys(t *testing.T) {
+	for _, c := range []struct{ name, got, want string }{
+		{"OAuthProvidersDir", keys.OAuthProvidersDir("p1"), "p1/_oauth"},
+		{"OAuthProvider", keys.OAuthProvider("p1", "google"), "p1/_oauth/google"},
+		{"Identity", keys.Identity("p1", "github", "42"), "p1/_identities/github/73475cb40a568e8da8a045ced110137e159f890ac4da883b6b17dc651b3a8049"},
+		{"OAuthStatesDir", keys.OAuthStatesDir(), "_sys/oauth/states"},
+		{"OAuthState", keys.OAuthState("ab"), "_sys/oauth/states/ab"},
+		{"OAuthCodesDir", keys.OAuthCodesDir(), "_sys/oauth/codes"},
+		{"OAuthCode", keys.OAuthCode("cd"), "_sys/oauth/codes/cd"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if !keys.IsReserved("_oauth/google") || !keys.IsReserved("_identities/github/x") {
+		t.Error("OAuth state is not reserved")
+	}
+}
