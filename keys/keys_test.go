@@ -265,6 +265,26 @@ func TestAuditKeys(t *testing.T) {
 	}
 }
 
+// TestAccountsAdminKeys pins the layout of the disabled-account markers and
+// the named API keys (accounts: users and sessions, api keys).
+func TestAccountsAdminKeys(t *testing.T) {
+	for _, c := range []struct{ name, got, want string }{
+		{"DisabledDir", keys.DisabledDir("p1"), "p1/_disabled"},
+		{"AccountDisabled", keys.AccountDisabled("p1", "u1"), "p1/_disabled/u1"},
+		{"APIKeysDir", keys.APIKeysDir("p1"), "p1/_keys"},
+		{"APIKey", keys.APIKey("p1", "k1"), "p1/_keys/k1"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	for _, rel := range []string{"_disabled/u1", "_keys/k1"} {
+		if !keys.IsReserved(rel) {
+			t.Errorf("%s is not reserved state", rel)
+		}
+	}
+}
+
 // TestOAuthKeys pins the layout of OAuth / OIDC state (accounts: oauth).
 func TestOAuthKeys(t *testing.T) {
 	for _, c := range []struct{ name, got, want string }{
@@ -282,5 +302,28 @@ func TestOAuthKeys(t *testing.T) {
 	}
 	if !keys.IsReserved("_oauth/google") || !keys.IsReserved("_identities/github/x") {
 		t.Error("OAuth state is not reserved")
+	}
+}
+
+// TestMailKeys pins the layout of the email outbox and settings (accounts:
+// mail): queued records name their queue time so the outbox lists oldest
+// first.
+func TestMailKeys(t *testing.T) {
+	at := time.Unix(1700000000, 5)
+	for _, c := range []struct{ name, got, want string }{
+		{"MailOutboxDir", keys.MailOutboxDir(), "_sys/mail/outbox"},
+		{"MailOutbox", keys.MailOutbox(at, "m1"), "_sys/mail/outbox/01700000000000000005-m1"},
+		{"SMTP", keys.SMTP("p1"), "p1/_smtp"},
+		{"MailTemplates", keys.MailTemplates("p1"), "p1/_mailtemplates"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if keys.MailOutbox(at, "z") >= keys.MailOutbox(at.Add(time.Nanosecond), "a") {
+		t.Error("outbox keys do not sort by queue time")
+	}
+	if !keys.IsReserved("_smtp") || !keys.IsReserved("_mailtemplates") {
+		t.Error("mail settings are not reserved")
 	}
 }
