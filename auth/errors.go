@@ -131,6 +131,26 @@ var (
 	// cannot seal or open TOTP secrets: the authenticator is off. The same
 	// code is push's answer for FCM credentials, which need the key too.
 	ErrNoSecretKey = refusal(http.StatusNotImplemented, "secret_key_required", "", "this cluster has no secret key, so the authenticator is off; the operator must set --secret-key-file or EDGEBASE_SECRET_KEY")
+
+	// ---- accounts: users, sessions, API keys (H4) ----
+
+	// ErrAccountDisabled means an owner disabled the account: it cannot sign
+	// in (login, login-verify, email codes, OAuth) until enabled again.
+	ErrAccountDisabled = refusal(http.StatusForbidden, "account_disabled", "", "this account is disabled")
+	// ErrOwnAccount means an owner tried to disable or delete their own
+	// account from the administration routes (delete-account is the way to
+	// leave; disabling oneself would lock the owner out).
+	ErrOwnAccount = refusal(http.StatusConflict, "own_account", "id", "an owner cannot disable or delete their own account here")
+	// ErrSessionNotFound means the caller has no session with that id.
+	ErrSessionNotFound = refusal(http.StatusNotFound, "not_found", "sessionId", "no session of yours has this id")
+	// ErrInvalidCursor means a paging cursor is not one this API returned.
+	ErrInvalidCursor = refusal(http.StatusBadRequest, "invalid_argument", "cursor", "cursor is not valid")
+	// ErrKeyNotFound means the project has no API key with that id.
+	ErrKeyNotFound = refusal(http.StatusNotFound, "not_found", "id", "no API key with this id")
+	// ErrLastKey means deleting the key would leave the project without one.
+	ErrLastKey = refusal(http.StatusConflict, "last_key", "id", "the project's last API key cannot be deleted; create another first")
+	// ErrTooManyKeys means the project holds MaxAPIKeys keys already.
+	ErrTooManyKeys = refusal(http.StatusConflict, "too_many_keys", "", "the project has the most API keys allowed; delete one first")
 )
 
 // Status, Code, Message and Field give a *RuleError its HTTP face: 400

@@ -471,6 +471,7 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name, addr
 				{Kind: raftstore.OpPut, Path: keys.Email(pid, email), Data: mustJSON(emailIndex{UserID: uid})},
 			}, sessOps...),
 		}
+		txn.Ops = append(txn.Ops, s.auditOp(pid, AuditEvent{Type: AuditRegister, UserID: uid, Address: addr, Time: now}))
 		if err := s.addFailure(txn, at); err != nil {
 			return nil, err
 		}
@@ -600,6 +601,9 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 		}
 		return nil, ErrInvalidCredentials
 	}
+	if err := acc.checkEnabled(); err != nil {
+		return nil, err
+	}
 	out := &LoginResult{}
 	var grantOps []raftstore.Op
 	if acc.totpEnabled() {
@@ -629,11 +633,14 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 		}
 		txn := &raftstore.Txn{
 			Time:  s.now().UnixNano(),
-			Conds: append([]raftstore.Cond{{Path: keys.User(pid, acc.ID), Kind: raftstore.CondExists, Name: "account"}}, gate...),
+			Conds: append([]raftstore.Cond{{Path: keys.User(pid, acc.ID), Kind: raftstore.CondExists, Name: "account"}, enabledCond(pid, acc.ID)}, gate...),
 			Ops:   append([]raftstore.Op(nil), grantOps...),
 		}
 		if op := s.clearAccountAddr(at); op != nil {
 			txn.Ops = append(txn.Ops, *op)
+		}
+		if !out.RequiresTOTP { // with a second factor, login-verify records the login
+			txn.Ops = append(txn.Ops, s.auditOp(pid, AuditEvent{Type: AuditLogin, UserID: acc.ID, Address: addr, Detail: map[string]string{"method": "password"}}))
 		}
 		return txn, nil
 	})
@@ -646,6 +653,8 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 		return out, nil
 	case res.Failed(txn) == "account":
 		return nil, ErrInvalidCredentials // the account was deleted meanwhile
+	case disabledAtCommit(res, txn):
+		return nil, ErrAccountDisabled
 	default:
 		return nil, fmt.Errorf("login refused: %s", res.Err)
 	}
@@ -814,7 +823,9 @@ func (s *Service) readCaller(h string) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if acc == nil || acc.SessionGen != sess.Gen {
+	// A disabled account's sessions ended with its generation; the flag is
+	// checked too, so that no path that forgot the generation lets one in.
+	if acc == nil || acc.SessionGen != sess.Gen || acc.Disabled {
 		return nil, ErrInvalidToken
 	}
 	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
@@ -921,8 +932,11 @@ func (s *Service) Logout(ctx context.Context, token string) (uint64, error) {
 	s.forgetGuard(h)
 	ops := []raftstore.Op{{Kind: raftstore.OpDelete, Path: keys.Session(h)}}
 	var sess session
-	if ok, err := s.getJSON(keys.Session(h), &sess); err == nil && ok && sess.Index != "" {
-		ops = append(ops, raftstore.Op{Kind: raftstore.OpDelete, Path: sess.Index, IfExists: true})
+	if ok, err := s.getJSON(keys.Session(h), &sess); err == nil && ok {
+		if sess.Index != "" {
+			ops = append(ops, raftstore.Op{Kind: raftstore.OpDelete, Path: sess.Index, IfExists: true})
+		}
+		ops = append(ops, s.auditOp(sess.ProjectID, AuditEvent{Type: AuditLogout, UserID: sess.UserID}))
 	}
 	res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(), Ops: ops})
 	if err != nil {

@@ -308,6 +308,9 @@ func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr st
 		if err != nil {
 			return nil, err
 		}
+		if acc != nil && acc.Disabled {
+			return nil, ErrAccountDisabled
+		}
 		if acc == nil || acc.SessionGen != t.Gen || !acc.totpEnabled() {
 			return nil, ErrInvalidTicket
 		}

@@ -362,6 +362,24 @@ func SMTP(pid string) string { return pid + "/_smtp" }
 // MailTemplates is project pid's customized email templates, by kind.
 func MailTemplates(pid string) string { return pid + "/_mailtemplates" }
 
+// ---- accounts: users and sessions ----
+
+// DisabledDir holds a marker per disabled account of project pid.
+func DisabledDir(pid string) string { return pid + "/_disabled" }
+
+// AccountDisabled exists while account uid of project pid is disabled: the
+// commit that opens a session is conditioned on its absence, so a disable
+// racing a sign-in wins wherever the two meet in the log.
+func AccountDisabled(pid, uid string) string { return DisabledDir(pid) + sep + uid }
+
+// ---- accounts: api keys ----
+
+// APIKeysDir holds project pid's named API keys, one document per key id.
+func APIKeysDir(pid string) string { return pid + "/_keys" }
+
+// APIKey is the named API key id of project pid.
+func APIKey(pid, id string) string { return APIKeysDir(pid) + sep + id }
+
 // ---- accounts: oauth ----
 
 // OAuthProvidersDir holds project pid's OAuth / OIDC providers, one
