@@ -65,6 +65,7 @@ type config struct {
 	ca          *testpki.CA
 	implicitTLS bool
 	user, pass  string
+	mechs       []string
 }
 
 // WithSTARTTLS offers STARTTLS with a certificate for 127.0.0.1/localhost
@@ -79,6 +80,10 @@ func WithImplicitTLS(ca *testpki.CA) Option {
 
 // WithAuth requires AUTH (PLAIN or LOGIN) as user/pass before MAIL.
 func WithAuth(user, pass string) Option { return func(c *config) { c.user, c.pass = user, pass } }
+
+// WithAuthMechanisms limits the AUTH mechanisms offered (sasl.Plain "PLAIN",
+// sasl.Login "LOGIN"), to prove a client speaks the one a server insists on.
+func WithAuthMechanisms(mechs ...string) Option { return func(c *config) { c.mechs = mechs } }
 
 // Server is a running test SMTP server.
 type Server struct {
@@ -244,6 +249,9 @@ func (ss *session) AuthMechanisms() []string {
 	if ss.s.cfg.user == "" {
 		return nil
 	}
+	if ss.s.cfg.mechs != nil {
+		return ss.s.cfg.mechs
+	}
 	return []string{sasl.Plain, sasl.Login}
 }
 
@@ -254,6 +262,13 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 		}
 		ss.user = user
 		return nil
+	}
+	offered := false
+	for _, m := range ss.AuthMechanisms() {
+		offered = offered || m == mech
+	}
+	if !offered {
+		return nil, smtp.ErrAuthUnknownMechanism
 	}
 	switch mech {
 	case sasl.Plain:
