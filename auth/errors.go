@@ -132,6 +132,18 @@ var (
 	// code is push's answer for FCM credentials, which need the key too.
 	ErrNoSecretKey = refusal(http.StatusNotImplemented, "secret_key_required", "", "this cluster has no secret key, so the authenticator is off; the operator must set --secret-key-file or EDGEBASE_SECRET_KEY")
 
+	// ---- accounts: email codes, anonymous users, deletion (H2) ----
+
+	// ErrAnonymousDisabled means the project's owner turned anonymous
+	// sign-in off.
+	ErrAnonymousDisabled = refusal(http.StatusForbidden, "anonymous_disabled", "", "anonymous sign-in is turned off for this project")
+	// ErrAlreadyLinked means link-email was called by an account that is not
+	// anonymous: it has an email already.
+	ErrAlreadyLinked = refusal(http.StatusConflict, "already_linked", "", "this account already has an email address")
+	// ErrNoEmail means the action needs the account's email address and the
+	// account (an anonymous one) has none: link one first.
+	ErrNoEmail = refusal(http.StatusConflict, "no_email", "", "this account has no email address; link one first")
+
 	// ---- accounts: users, sessions, API keys (H4) ----
 
 	// ErrAccountDisabled means an owner disabled the account: it cannot sign
@@ -151,6 +163,26 @@ var (
 	ErrLastKey = refusal(http.StatusConflict, "last_key", "id", "the project's last API key cannot be deleted; create another first")
 	// ErrTooManyKeys means the project holds MaxAPIKeys keys already.
 	ErrTooManyKeys = refusal(http.StatusConflict, "too_many_keys", "", "the project has the most API keys allowed; delete one first")
+	// ---- accounts: OAuth / OIDC (H3) ----
+
+	// ErrOAuthProviderNotFound means the project has no provider of that name.
+	ErrOAuthProviderNotFound = refusal(http.StatusNotFound, "not_found", "provider", "this project has no such OAuth provider")
+	// ErrRedirectNotAllowed means the app URL a sign-in should return to is
+	// not one of the provider's redirectUrls.
+	ErrRedirectNotAllowed = refusal(http.StatusBadRequest, "invalid_argument", "redirect", "redirect is not one of the provider's redirectUrls")
+	// ErrInvalidState means an OAuth callback's state is unknown, used,
+	// expired or of another provider: nothing can be trusted of the request.
+	ErrInvalidState = refusal(http.StatusBadRequest, "invalid_state", "state", "the sign-in state is unknown, used or expired; start the sign-in again")
+	// ErrAccountExistsUnverified means an account has the email a provider
+	// gave without vouching for it: it is never linked on that word.
+	ErrAccountExistsUnverified = refusal(http.StatusConflict, "account_exists_unverified", "", "an account with this email exists and the provider did not verify the address; sign in to that account and link the provider from it")
+	// ErrIdentityLinked means the provider's account is linked to another
+	// account of the project.
+	ErrIdentityLinked = refusal(http.StatusConflict, "identity_linked", "", "this provider account is linked to another account")
+	// ErrNoPublicURL means the cluster does not know the URL browsers reach
+	// it at, so it cannot name its OAuth callback.
+	ErrNoPublicURL = refusal(http.StatusNotImplemented, "public_url_required", "", "the cluster has no public URL; the operator must set --public-url")
+
 )
 
 // Status, Code, Message and Field give a *RuleError its HTTP face: 400

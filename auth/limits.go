@@ -47,6 +47,12 @@ type Limits struct {
 	RegisterPerAddr LimitRule
 	// RegisterPerProject bounds the accounts a project gains from anywhere.
 	RegisterPerProject LimitRule
+	// EmailSendPerAccount bounds the emails with a code (verification,
+	// reset, sign-in, change of address) asked for one address of a project,
+	// whether or not it has an account (counted on every request alike).
+	EmailSendPerAccount LimitRule
+	// EmailSendPerAddr bounds the code emails one client address asks for.
+	EmailSendPerAddr LimitRule
 }
 
 // DefaultLimits are the limits used unless configured.
@@ -59,6 +65,8 @@ func DefaultLimits() Limits {
 		PerAddr:                LimitRule{Max: 300, Window: 15 * time.Minute},
 		RegisterPerAddr:        LimitRule{Max: 100, Window: time.Hour},
 		RegisterPerProject:     LimitRule{Max: 10000, Window: time.Hour},
+		EmailSendPerAccount:    LimitRule{Max: 5, Window: 15 * time.Minute},
+		EmailSendPerAddr:       LimitRule{Max: 50, Window: 15 * time.Minute},
 	}
 }
 
@@ -88,6 +96,9 @@ const (
 	kindCode
 	kindReset
 	kindRegister // a registration: counted when it succeeds
+	// kindEmailSend is a request for a code by email: counted on every
+	// request, whether or not the address has an account.
+	kindEmailSend
 )
 
 // attempt is who tries what: the project and account (by normalised email,
@@ -110,6 +121,7 @@ type bucket struct {
 type boundRule struct {
 	path string
 	rule LimitRule
+	name string // the rule's name, the first part of path (audit detail)
 }
 
 // rules lists the buckets an attempt counts against.
@@ -118,7 +130,7 @@ func (s *Service) rules(a attempt) []boundRule {
 	var out []boundRule
 	add := func(r LimitRule, parts ...string) {
 		if r.Max > 0 && r.Window > 0 {
-			out = append(out, boundRule{path: keys.Limit(parts...), rule: r})
+			out = append(out, boundRule{path: keys.Limit(parts...), rule: r, name: parts[0]})
 		}
 	}
 	switch a.kind {
@@ -139,6 +151,12 @@ func (s *Service) rules(a attempt) []boundRule {
 		add(s.limits.RegisterPerProject, "register", a.pid)
 		if a.addr != "" {
 			add(s.limits.RegisterPerAddr, "register+addr", a.addr)
+		}
+		return out
+	case kindEmailSend:
+		add(s.limits.EmailSendPerAccount, "emailsend", a.pid, email)
+		if a.addr != "" {
+			add(s.limits.EmailSendPerAddr, "emailsend+addr", a.addr)
 		}
 		return out
 	}
@@ -267,16 +285,25 @@ func (s *Service) addFailure(txn *raftstore.Txn, a attempt) error {
 				return err
 			}
 		}
+		full := false
 		switch {
 		case doc == nil || now.Unix() >= b.Reset:
 			b = bucket{N: 1, Reset: now.Add(br.rule.Window).Unix()}
 		case b.N >= br.rule.Max:
 			wait = max(wait, b.Reset-now.Unix())
+			full = true
 		default:
 			b.N++
 		}
 		txn.Conds = append(txn.Conds, raftstore.Cond{Path: br.path, Kind: raftstore.CondRevision, Revision: rev})
 		txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: br.path, Data: mustJSON(b)})
+		if !full && b.N == br.rule.Max {
+			// audit: the failure that fills a bucket, once per window (the
+			// bucket's revision condition makes it the only one).
+			if op, ok := s.thresholdAudit(a, br.name); ok {
+				txn.Ops = append(txn.Ops, op)
+			}
+		}
 	}
 	if wait > 0 {
 		s.metrics.limited(a.action)

@@ -64,7 +64,7 @@ func newAuthMetrics(reg prometheus.Registerer) (*authMetrics, error) {
 	for _, v := range []string{failBadCredentials, failBadTOTP, failBadTicket, failRateLimited, failError} {
 		m.failures[v] = failures.WithLabelValues(v)
 	}
-	for _, v := range []string{actionLogin, actionLoginVerify, actionChangePassword, actionResetPassword, actionVerifyReset, actionDisableTOTP, actionReauthenticate, actionRegister} {
+	for _, v := range append([]string{actionLogin, actionLoginVerify, actionChangePassword, actionResetPassword, actionVerifyReset, actionDisableTOTP, actionReauthenticate, actionRegister}, emailActions...) {
 		m.rateLimited[v] = limited.WithLabelValues(v)
 	}
 	return m, nil

@@ -104,6 +104,8 @@ type Service struct {
 
 	origins originIndex // every project's allowed origins (AnyProjectAllows)
 
+	touches *sessionTouches // lastUsedAt writes queued (sessions.go)
+
 	// The accounts issue's configuration (see Config).
 	hostPolicy     *HostPolicy
 	publicURL      string
@@ -166,7 +168,7 @@ func NewService(cfg Config) (*Service, error) {
 		sealer: cfg.Sealer, limits: limits, logger: cfg.Logger, rulesCache: map[string]cachedRules{},
 		guards: map[string]Principal{}, failGate: make(chan struct{}, 1), metrics: m,
 		hostPolicy: cfg.HostPolicy, publicURL: strings.TrimSuffix(cfg.PublicURL, "/"), smtpDefault: cfg.SMTPDefault,
-		auditRetention: cfg.AuditRetention}, nil
+		auditRetention: cfg.AuditRetention, touches: newSessionTouches()}, nil
 }
 
 // Roles.
@@ -453,7 +455,7 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name, addr
 	// The counters' conditions are unnamed: another registration counted
 	// meanwhile makes this one count again.
 	res, txn, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
-		tok, sessOps, err := s.newSession(pid, uid, 0)
+		tok, sessOps, err := s.newSessionFor(pid, uid, 0, clientOf(ctx, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -496,10 +498,17 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name, addr
 // one beyond it revokes the oldest.
 const MaxSessionsPerAccount = 100
 
-// newSession returns a new session token for account uid and the ops that
-// store it: the session, its entry in the account's session index, and the
-// revocation of the account's oldest sessions beyond MaxSessionsPerAccount.
+// newSession is newSessionFor without the client's address and user agent.
+// Deprecated: pass the client (clientOf(ctx, addr)) to newSessionFor.
 func (s *Service) newSession(pid, uid string, gen int64) (string, []raftstore.Op, error) {
+	return s.newSessionFor(pid, uid, gen, Client{})
+}
+
+// newSessionFor returns a new session token for account uid and the ops
+// that store it: the session, its entry in the account's session index
+// (with client c, for list-sessions), and the revocation of the account's
+// oldest sessions beyond MaxSessionsPerAccount.
+func (s *Service) newSessionFor(pid, uid string, gen int64, c Client) (string, []raftstore.Op, error) {
 	token, err := NewToken(sessionPrefix)
 	if err != nil {
 		return "", nil, err
@@ -513,7 +522,7 @@ func (s *Service) newSession(pid, uid string, gen int64) (string, []raftstore.Op
 		Index: index}
 	ops := []raftstore.Op{
 		{Kind: raftstore.OpPut, Path: keys.Session(h), Data: mustJSON(sess)},
-		{Kind: raftstore.OpPut, Path: index, Data: mustJSON(sessionEntry{Session: h})},
+		{Kind: raftstore.OpPut, Path: index, Data: mustJSON(sessionEntry{Session: h, CreatedAt: now.Unix(), Address: c.Addr, UserAgent: c.UserAgent})},
 	}
 	old, err := s.oldestSessions(pid, uid)
 	if err != nil {
@@ -525,6 +534,12 @@ func (s *Service) newSession(pid, uid string, gen int64) (string, []raftstore.Op
 // sessionEntry is an entry of an account's session index.
 type sessionEntry struct {
 	Session string `json:"session"` // the token hash
+	// What list-sessions shows (absent in entries from before it): Unix
+	// seconds, and the client that opened the session.
+	CreatedAt  int64  `json:"createdAt,omitempty"`
+	LastUsedAt int64  `json:"lastUsedAt,omitempty"`
+	Address    string `json:"address,omitempty"`
+	UserAgent  string `json:"userAgent,omitempty"`
 }
 
 // oldestSessions returns the ops that revoke the account's oldest indexed
@@ -604,24 +619,9 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 	if err := acc.checkEnabled(); err != nil {
 		return nil, err
 	}
-	out := &LoginResult{}
-	var grantOps []raftstore.Op
-	if acc.totpEnabled() {
-		tok, err := NewToken(ticketPrefix)
-		if err != nil {
-			return nil, err
-		}
-		t := ticket{grant: grant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}}
-		grantOps = []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Ticket(HashToken(tok)), Data: mustJSON(t)}}
-		out.RequiresTOTP, out.LoginTicket, out.ExpiresIn = true, tok, int(TicketTTL/time.Second)
-	} else {
-		token, sessOps, err := s.newSession(pid, acc.ID, acc.SessionGen)
-		if err != nil {
-			return nil, err
-		}
-		grantOps = sessOps
-		u := acc.User
-		out.Token, out.User = token, &u
+	out, grantOps, err := s.signInGrant(pid, acc, clientOf(ctx, addr))
+	if err != nil {
+		return nil, err
 	}
 	// The commit that reveals the success is conditioned on the limit
 	// buckets as judged, so a right guess racing a filling limit is withheld
@@ -658,6 +658,29 @@ func (s *Service) login(ctx context.Context, pid, email, password, addr string) 
 	default:
 		return nil, fmt.Errorf("login refused: %s", res.Err)
 	}
+}
+
+// signInGrant is what a proof of the account's first factor (a password,
+// an email code) gives: a session, or a login ticket for the second step
+// when the account has TOTP on; the ops store it, in the caller's commit.
+func (s *Service) signInGrant(pid string, acc *account, c Client) (*LoginResult, []raftstore.Op, error) {
+	out := &LoginResult{}
+	if acc.totpEnabled() {
+		tok, err := NewToken(ticketPrefix)
+		if err != nil {
+			return nil, nil, err
+		}
+		t := ticket{grant: grant{ProjectID: pid, UserID: acc.ID, Gen: acc.SessionGen, ExpiresAt: s.now().Add(TicketTTL).Unix()}}
+		out.RequiresTOTP, out.LoginTicket, out.ExpiresIn = true, tok, int(TicketTTL/time.Second)
+		return out, []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.Ticket(HashToken(tok)), Data: mustJSON(t)}}, nil
+	}
+	token, sessOps, err := s.newSessionFor(pid, acc.ID, acc.SessionGen, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	u := acc.User
+	out.Token, out.User = token, &u
+	return out, sessOps, nil
 }
 
 // accountByEmail returns the account of an email and its document revision
@@ -828,6 +851,7 @@ func (s *Service) readCaller(h string) (*Principal, error) {
 	if acc == nil || acc.SessionGen != sess.Gen || acc.Disabled {
 		return nil, ErrInvalidToken
 	}
+	s.noteSessionUse(sess.Index)
 	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
 		ExpiresAt: time.Unix(sess.ExpiresAt, 0), Session: h}, nil
 }

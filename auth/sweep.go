@@ -27,6 +27,17 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("sweep %s: %w", dir, err)
 		}
 	}
+	n, err := s.sweepAudit(ctx) // audit events past --audit-retention
+	total += n
+	if err != nil {
+		return total, fmt.Errorf("sweep audit log: %w", err)
+	}
+	// Deleted accounts whose purge stopped half-way (deleteaccount.go).
+	n, err = s.finishPurges(ctx)
+	total += n
+	if err != nil {
+		return total, fmt.Errorf("sweep: finish account purges: %w", err)
+	}
 	if total > 0 {
 		s.logger.Info("swept expired auth records", "removed", total)
 	}

@@ -109,7 +109,8 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Password hashing waits for a slot; under a flood a request gives up
 	// with 503 instead of queueing for as long as its client waits.
-	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+	// The User-Agent rides in ctx to the session a sign-in opens.
+	ctx, cancel := context.WithTimeout(auth.WithUserAgent(r.Context(), r.UserAgent()), authTimeout)
 	defer cancel()
 	var body authBody
 	if err := s.decodeBody(w, r, &body); err != nil {
@@ -163,6 +164,14 @@ func (s *Server) authAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeCommitted(w, http.StatusOK, res.Revision, res)
 	case "reset-password":
+		// Two ways to prove the reset: an emailCode (or the email's link
+		// token), or the TOTP path's verifyToken; never both.
+		if body.VerifyToken != "" && (body.EmailCode != "" || body.Token != "") {
+			return badField("emailCode", "invalid_argument", "send either emailCode or verifyToken, not both")
+		}
+		if body.EmailCode != "" || body.Token != "" {
+			return s.resetWithEmailCode(ctx, w, &body, pid, addr)
+		}
 		if err := required("email", body.Email, "verifyToken", body.VerifyToken, "newPassword", body.NewPassword); err != nil {
 			return err
 		}

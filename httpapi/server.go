@@ -81,8 +81,29 @@ type Accounts interface {
 	// ---- accounts issue: email settings and templates (httpapi/mailapi.go) ----
 
 	// ---- accounts issue: email codes, anonymous users, deletion (httpapi/auth_email.go) ----
+	SendVerification(ctx context.Context, p *auth.Principal, addr string) (already bool, rev uint64, err error)
+	VerifyEmail(ctx context.Context, pid, email, code, token, addr string) (*auth.User, uint64, error)
+	RequestPasswordReset(ctx context.Context, pid, email, addr string) (uint64, error)
+	ResetPasswordWithEmailCode(ctx context.Context, pid, email, code, token, next, addr string) (uint64, error)
+	RequestEmailCode(ctx context.Context, pid, email, addr string) (uint64, error)
+	LoginEmailCode(ctx context.Context, pid, email, code, token, addr string) (*auth.LoginResult, error)
+	RequestEmailChange(ctx context.Context, p *auth.Principal, newEmail, addr string) (uint64, error)
+	ConfirmEmailChange(ctx context.Context, p *auth.Principal, newEmail, code, token, addr string) (*auth.User, uint64, error)
+	DeleteSelf(ctx context.Context, p *auth.Principal) (uint64, error)
+	SignInAnonymously(ctx context.Context, pid, addr string) (*auth.AuthResult, error)
+	LinkEmail(ctx context.Context, p *auth.Principal, email, password, addr string) (*auth.AuthResult, error)
+	GetAuthSettings(p *auth.Principal) (*auth.AuthSettings, error)
+	SetAuthSettings(ctx context.Context, p *auth.Principal, patch auth.AuthSettingsPatch) (*auth.AuthSettings, uint64, error)
 
 	// ---- accounts issue: OAuth / OIDC (httpapi/oauthapi.go) ----
+	SetOAuthProvider(ctx context.Context, p *auth.Principal, provider string, in auth.OAuthProviderInput) (*auth.OAuthProviderInfo, uint64, error)
+	OAuthProvider(p *auth.Principal, provider string) (*auth.OAuthProviderInfo, error)
+	DeleteOAuthProvider(ctx context.Context, p *auth.Principal, provider string) (uint64, error)
+	OAuthProviders(pid string) ([]auth.OAuthProviderSummary, error)
+	OAuthStart(ctx context.Context, pid, provider, redirect string) (string, error)
+	OAuthLink(ctx context.Context, p *auth.Principal, provider, redirect string) (string, error)
+	OAuthCallback(ctx context.Context, provider string, in auth.OAuthCallbackParams) (string, error)
+	OAuthExchange(ctx context.Context, pid, code, addr string) (*auth.LoginResult, error)
 
 	// ---- accounts issue: users, sessions, API keys (httpapi/usersapi.go, keysapi.go) ----
 
