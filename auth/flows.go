@@ -64,7 +64,7 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 			return nil, nil, err
 		}
 		token = tok
-		return sessOps, gate, nil
+		return append(sessOps, s.auditOp(p.ProjectID, AuditEvent{Type: AuditPasswordChanged, UserID: acc.ID, Address: addr})), gate, nil
 	})
 	if err != nil {
 		return nil, err
@@ -128,7 +128,8 @@ func (s *Service) ResetPassword(ctx context.Context, pid, email, verifyTok, next
 		}
 		acc.PasswordHash = hash
 		acc.SessionGen++
-		return []raftstore.Op{{Kind: raftstore.OpDelete, Path: vpath}},
+		return []raftstore.Op{{Kind: raftstore.OpDelete, Path: vpath},
+				s.auditOp(pid, AuditEvent{Type: AuditPasswordReset, UserID: acc.ID, Address: addr, Detail: map[string]string{"method": "totp"}})},
 			[]raftstore.Cond{{Path: vpath, Kind: raftstore.CondRevision, Revision: vdoc.Revision}}, nil
 	})
 	if errors.Is(err, ErrInvalidVerifyToken) {
@@ -165,7 +166,8 @@ func (s *Service) SetRole(ctx context.Context, p *Principal, uid, role string) (
 	if strings.Contains(uid, "/") || keys.IsReserved(uid) || len(uid) > 200 {
 		return nil, 0, &FieldError{Field: "userId", Err: ErrUserNotFound}
 	}
-	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpSetField, Path: keys.User(p.ProjectID, uid), Field: "role", Data: mustJSON(role)})
+	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpSetField, Path: keys.User(p.ProjectID, uid), Field: "role", Data: mustJSON(role)},
+		s.auditOp(p.ProjectID, AuditEvent{Type: AuditRoleChanged, UserID: uid, ActorID: p.UserID, Detail: map[string]string{"role": role}}))
 	if res != nil && res.Err == raftstore.ErrCodeNotFound {
 		return nil, 0, &FieldError{Field: "userId", Err: ErrUserNotFound}
 	}
@@ -203,7 +205,8 @@ func (s *Service) SetOwner(ctx context.Context, pid, email string) (*User, uint6
 		return &raftstore.Txn{
 			Time:  s.now().UnixNano(),
 			Conds: []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}},
-			Ops:   []raftstore.Op{{Kind: raftstore.OpSetField, Path: keys.User(pid, idx.UserID), Field: "role", Data: mustJSON(RoleOwner)}},
+			Ops: []raftstore.Op{{Kind: raftstore.OpSetField, Path: keys.User(pid, idx.UserID), Field: "role", Data: mustJSON(RoleOwner)},
+				s.auditOp(pid, AuditEvent{Type: AuditRoleChanged, UserID: idx.UserID, Detail: map[string]string{"role": RoleOwner, "by": "operator"}})},
 		}, nil
 	})
 	switch {

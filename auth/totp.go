@@ -140,7 +140,7 @@ func (s *Service) Confirm(ctx context.Context, p *Principal, code string) (*Conf
 		}
 		acc.TOTP = &totpState{Secret: acc.TOTP.Pending, LastStep: step, RecoverySalt: salt, Recovery: hashes}
 		acc.TOTPEnabled = true
-		return nil, []raftstore.Cond{proof}, nil
+		return []raftstore.Op{s.auditOp(p.ProjectID, AuditEvent{Type: AuditTOTPEnabled, UserID: p.UserID})}, []raftstore.Cond{proof}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -367,6 +367,7 @@ func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr st
 			Ops: append([]raftstore.Op{
 				{Kind: raftstore.OpDelete, Path: tpath},
 				{Kind: raftstore.OpPut, Path: keys.User(pid, acc.ID), Data: mustJSON(acc)},
+				s.auditOp(pid, AuditEvent{Type: AuditLogin, UserID: acc.ID, Address: addr, Time: now, Detail: map[string]string{"method": "password+totp"}}),
 			}, sessOps...)})
 		if err != nil {
 			return nil, err
@@ -448,7 +449,7 @@ func (s *Service) DisableTOTP(ctx context.Context, p *Principal, code, addr stri
 		}
 		acc.TOTP = nil
 		acc.TOTPEnabled = false
-		return nil, append(gate, proof), nil
+		return []raftstore.Op{s.auditOp(p.ProjectID, AuditEvent{Type: AuditTOTPDisabled, UserID: p.UserID, Address: addr})}, append(gate, proof), nil
 	})
 	if err == ErrInvalidCode {
 		if rerr := s.recordFailure(ctx, at); rerr != nil {
