@@ -42,7 +42,11 @@ const (
 	AuditSMTPChanged          = "smtp-changed"
 )
 
-// AuditTypes lists every audit event type, for validating a filter.
+// AuditActorSystem is the actor of events the operator or the cluster
+// caused (the admin API, the sweep).
+const AuditActorSystem = "system"
+
+// auditTypes holds every audit event type, for validating a filter.
 var auditTypes = map[string]bool{
 	AuditLogin: true, AuditLoginFailedThreshold: true, AuditLogout: true, AuditRegister: true,
 	AuditTOTPEnabled: true, AuditTOTPDisabled: true, AuditPasswordChanged: true, AuditPasswordReset: true,
@@ -52,8 +56,9 @@ var auditTypes = map[string]bool{
 }
 
 // AuditEvent is one security event of a project. UserID is the account the
-// event is about, ActorID who caused it when that is someone else (an owner
-// disabling a user), Address the client's address as the node saw it.
+// event is about, ActorID who caused it when that is someone else (an
+// owner's uid, AuditActorSystem for the operator or the cluster; empty: the
+// user), Address the client's address as the node saw it.
 // A zero Time is the service's clock when the op is made.
 type AuditEvent struct {
 	Type    string
@@ -99,6 +104,9 @@ func (s *Service) auditOp(pid string, e AuditEvent) raftstore.Op {
 	rec := AuditEntry{Time: timestamp(at.UTC()), Type: e.Type, UserID: e.UserID, ActorID: e.ActorID, Address: addr, Detail: e.Detail}
 	if rec.Detail == nil {
 		rec.Detail = map[string]string{}
+	}
+	if rec.ActorID == "" {
+		rec.ActorID = rec.UserID // the user did it
 	}
 	return raftstore.Op{Kind: raftstore.OpPut, Path: keys.Audit(pid, keys.AuditKey(at, hex.EncodeToString(b[:]))), Data: mustJSON(rec)}
 }

@@ -129,6 +129,9 @@ func TestAuditRecordsEvents(t *testing.T) {
 		if e.UserID != uid {
 			t.Errorf("event %d (%s) is about %q, want %q", i, e.Type, e.UserID, uid)
 		}
+		if e.Type != "role-changed" && e.ActorID != uid {
+			t.Errorf("event %d (%s) has actor %q, want the user %q", i, e.Type, e.ActorID, uid)
+		}
 		if !strings.HasPrefix(e.ID, fmt.Sprintf("%020d-", mustTime(t, e.Time).UnixNano())) {
 			t.Errorf("event %d id %q does not start with its time %s", i, e.ID, e.Time)
 		}

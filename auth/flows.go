@@ -206,7 +206,7 @@ func (s *Service) SetOwner(ctx context.Context, pid, email string) (*User, uint6
 			Time:  s.now().UnixNano(),
 			Conds: []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}},
 			Ops: []raftstore.Op{{Kind: raftstore.OpSetField, Path: keys.User(pid, idx.UserID), Field: "role", Data: mustJSON(RoleOwner)},
-				s.auditOp(pid, AuditEvent{Type: AuditRoleChanged, UserID: idx.UserID, Detail: map[string]string{"role": RoleOwner, "by": "operator"}})},
+				s.auditOp(pid, AuditEvent{Type: AuditRoleChanged, UserID: idx.UserID, ActorID: AuditActorSystem, Detail: map[string]string{"role": RoleOwner}})},
 		}, nil
 	})
 	switch {

@@ -108,6 +108,7 @@ type Accounts interface {
 	// ---- accounts issue: users, sessions, API keys (httpapi/usersapi.go, keysapi.go) ----
 
 	// ---- accounts issue: audit log (httpapi/auditapi.go) ----
+	ListAudit(ctx context.Context, p *auth.Principal, cursor string, limit int, userID, typ string) (*auth.AuditPage, error)
 }
 
 // Config wires a Server. Store, Cluster and Accounts are required.
