@@ -183,6 +183,18 @@ var (
 	// it at, so it cannot name its OAuth callback.
 	ErrNoPublicURL = refusal(http.StatusNotImplemented, "public_url_required", "", "the cluster has no public URL; the operator must set --public-url")
 
+	// ---- accounts: email settings and templates (H1) ----
+
+	// ErrSMTPNotSet means the project set no SMTP server of its own: its
+	// email goes through the cluster's default (--smtp-*), if any.
+	ErrSMTPNotSet = refusal(http.StatusNotFound, "not_found", "", "this project has no SMTP server of its own; it uses the cluster's default")
+	// ErrSMTPNoSecretKey means an SMTP password cannot be stored: the
+	// cluster has no key to seal it with.
+	ErrSMTPNoSecretKey = refusal(http.StatusNotImplemented, "secret_key_required", "password", "this cluster has no secret key to encrypt the SMTP password with; the operator must set --secret-key-file or EDGEBASE_SECRET_KEY")
+	// ErrTemplateKindNotFound means an email template kind that does not
+	// exist was named.
+	ErrTemplateKindNotFound = refusal(http.StatusNotFound, "not_found", "kind", "no such email template; the kinds are verification, password-reset, sign-in-code and change-email")
+
 )
 
 // Status, Code, Message and Field give a *RuleError its HTTP face: 400

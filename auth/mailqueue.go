@@ -58,12 +58,6 @@ type EmailTemplate struct {
 	HTML    string `json:"html"`
 }
 
-// storedTemplates is the document at keys.MailTemplates: the kinds the
-// owner customized.
-type storedTemplates struct {
-	Templates map[EmailKind]EmailTemplate `json:"templates"`
-}
-
 // defaultTemplates are the templates of kinds the owner did not customize.
 // They say what the code is for and that ignoring the email is safe.
 var defaultTemplates = map[EmailKind]EmailTemplate{
@@ -150,19 +144,21 @@ func execText(field, src string, d templateData) (string, error) {
 	return b.String(), nil
 }
 
-// templates returns project pid's templates: the owner's where set, the
-// defaults elsewhere, with whether each is custom.
+// templates returns project pid's templates: the owner's where set
+// (keys.MailTemplate), the defaults elsewhere, with whether each is custom.
 func (s *Service) templates(pid string) (map[EmailKind]EmailTemplate, map[EmailKind]bool, error) {
-	var st storedTemplates
-	if _, err := s.getJSON(keys.MailTemplates(pid), &st); err != nil {
-		return nil, nil, err
-	}
 	out := make(map[EmailKind]EmailTemplate, len(EmailKinds))
 	custom := make(map[EmailKind]bool, len(EmailKinds))
 	for _, k := range EmailKinds {
-		out[k] = defaultTemplates[k]
-		if t, ok := st.Templates[k]; ok {
+		var t EmailTemplate
+		ok, err := s.getJSON(keys.MailTemplate(pid, string(k)), &t)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
 			out[k], custom[k] = t, true
+		} else {
+			out[k] = defaultTemplates[k]
 		}
 	}
 	return out, custom, nil

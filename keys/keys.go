@@ -359,8 +359,13 @@ func MailOutbox(at time.Time, id string) string {
 // SMTP is project pid's own SMTP server (password sealed).
 func SMTP(pid string) string { return pid + "/_smtp" }
 
-// MailTemplates is project pid's customized email templates, by kind.
+// MailTemplates holds project pid's customized email templates, one
+// document per kind, so that two owners changing two kinds at once do
+// not undo each other.
 func MailTemplates(pid string) string { return pid + "/_mailtemplates" }
+
+// MailTemplate is project pid's template of kind.
+func MailTemplate(pid, kind string) string { return MailTemplates(pid) + sep + kind }
 
 // ---- accounts: users and sessions ----
 

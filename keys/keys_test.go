@@ -315,6 +315,7 @@ func TestMailKeys(t *testing.T) {
 		{"MailOutbox", keys.MailOutbox(at, "m1"), "_sys/mail/outbox/01700000000000000005-m1"},
 		{"SMTP", keys.SMTP("p1"), "p1/_smtp"},
 		{"MailTemplates", keys.MailTemplates("p1"), "p1/_mailtemplates"},
+		{"MailTemplate", keys.MailTemplate("p1", "sign-in-code"), "p1/_mailtemplates/sign-in-code"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)

@@ -101,6 +101,11 @@ type Config struct {
 	Logger  *slog.Logger
 	// Registerer receives the metrics (nil: none are kept).
 	Registerer prometheus.Registerer
+	Tuning  Tuning
+}
+
+// Tuning sets the sender's timings; zero fields take the defaults.
+type Tuning struct {
 	// Poll is how often the outbox is read besides the feed's wake-ups.
 	Poll time.Duration
 	// MinBackoff is the wait after the first failed attempt; each further
@@ -140,15 +145,16 @@ func New(cfg Config) (*Sender, error) {
 			*d = v
 		}
 	}
-	def(&cfg.Poll, DefaultPoll)
-	def(&cfg.MinBackoff, DefaultMinBackoff)
-	def(&cfg.MaxBackoff, DefaultMaxBackoff)
-	def(&cfg.MaxAge, DefaultMaxAge)
-	def(&cfg.SendTimeout, DefaultSendTimeout)
-	if cfg.InFlight <= 0 {
-		cfg.InFlight = DefaultInFlight
+	tu := &cfg.Tuning
+	def(&tu.Poll, DefaultPoll)
+	def(&tu.MinBackoff, DefaultMinBackoff)
+	def(&tu.MaxBackoff, DefaultMaxBackoff)
+	def(&tu.MaxAge, DefaultMaxAge)
+	def(&tu.SendTimeout, DefaultSendTimeout)
+	if tu.InFlight <= 0 {
+		tu.InFlight = DefaultInFlight
 	}
-	d := &net.Dialer{Timeout: cfg.SendTimeout}
+	d := &net.Dialer{Timeout: tu.SendTimeout}
 	if cfg.Dial == nil {
 		cfg.Dial = d.DialContext
 	}
@@ -183,7 +189,7 @@ func (s *Sender) Run(ctx context.Context) {
 		}()
 	}
 	defer wg.Wait()
-	t := time.NewTicker(s.cfg.Poll)
+	t := time.NewTicker(s.cfg.Tuning.Poll)
 	defer t.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -238,7 +244,7 @@ func (s *Sender) watchFeed(ctx context.Context) {
 // earliest record not yet due is due (zero: none waits).
 func (s *Sender) pass(ctx context.Context) time.Time {
 	var next time.Time
-	sem := make(chan struct{}, s.cfg.InFlight)
+	sem := make(chan struct{}, s.cfg.Tuning.InFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	after := ""
@@ -290,7 +296,7 @@ func (s *Sender) pass(ctx context.Context) time.Time {
 // conditioned on the record as read, so a record another leader moved
 // meanwhile is left to that leader.
 func (s *Sender) attempt(ctx context.Context, doc *raftstore.Document, rec *Record) {
-	if s.now().Sub(time.Unix(0, rec.QueuedAt)) > s.cfg.MaxAge {
+	if s.now().Sub(time.Unix(0, rec.QueuedAt)) > s.cfg.Tuning.MaxAge {
 		s.giveUp(ctx, doc, rec)
 		return
 	}
@@ -354,11 +360,11 @@ func resErr(res *raftstore.TxnResult) error {
 // per earlier failure, at most MaxBackoff, and drawn from its upper half so
 // that emails failing together do not retry together.
 func (s *Sender) backoff(n int) time.Duration {
-	d := s.cfg.MinBackoff
-	for i := 1; i < n && d < s.cfg.MaxBackoff; i++ {
+	d := s.cfg.Tuning.MinBackoff
+	for i := 1; i < n && d < s.cfg.Tuning.MaxBackoff; i++ {
 		d *= 2
 	}
-	d = min(d, s.cfg.MaxBackoff)
+	d = min(d, s.cfg.Tuning.MaxBackoff)
 	return d/2 + rand.N(d/2+1)
 }
 
@@ -392,7 +398,7 @@ func (s *Sender) send(ctx context.Context, rec *Record) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Tuning.SendTimeout)
 	defer cancel()
 	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
 		return fmt.Errorf("send through %s:%d: %w", srv.Host, srv.Port, err)
@@ -407,7 +413,7 @@ func (s *Sender) client(srv Server) (*gomail.Client, error) {
 		dial = s.direct
 	}
 	tlsConf := &tls.Config{ServerName: srv.Host, RootCAs: s.cfg.RootCAs, MinVersion: tls.VersionTLS12}
-	opts := []gomail.Option{gomail.WithPort(srv.Port), gomail.WithTimeout(s.cfg.SendTimeout), gomail.WithTLSConfig(tlsConf)}
+	opts := []gomail.Option{gomail.WithPort(srv.Port), gomail.WithTimeout(s.cfg.Tuning.SendTimeout), gomail.WithTLSConfig(tlsConf)}
 	enc := true
 	switch srv.Security {
 	case SecuritySTARTTLS, "":

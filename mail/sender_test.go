@@ -110,8 +110,8 @@ func newHarness(t *testing.T, ca *testpki.CA) *harness {
 	h := &harness{t: t, store: mustOpenStore(t), clk: &clock{now: t0}, src: &source{servers: map[string]mail.Server{}},
 		reg: prometheus.NewRegistry()}
 	cfg := mail.Config{Store: h.store, Source: h.src, Feed: h.store.Feed(), Clock: h.clk, Registerer: h.reg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MinBackoff: time.Minute, MaxBackoff: 8 * time.Minute,
-		MaxAge: time.Hour, SendTimeout: 5 * time.Second, Poll: time.Hour}
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tuning: mail.Tuning{MinBackoff: time.Minute, MaxBackoff: 8 * time.Minute,
+			MaxAge: time.Hour, SendTimeout: 5 * time.Second, Poll: time.Hour}}
 	if ca != nil {
 		cfg.RootCAs = ca.Pool
 	}
