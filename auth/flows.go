@@ -59,7 +59,7 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, current, nex
 		}
 		acc.PasswordHash = hash
 		acc.SessionGen++
-		tok, sessOps, err := s.newSession(p.ProjectID, acc.ID, acc.SessionGen)
+		tok, sessOps, err := s.newSessionFor(p.ProjectID, acc.ID, acc.SessionGen, clientOf(ctx, addr))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -355,7 +355,7 @@ func (s *Service) loginVerify(ctx context.Context, pid, ticketTok, code, addr st
 		if err != nil {
 			return nil, err
 		}
-		token, sessOps, err := s.newSession(pid, acc.ID, acc.SessionGen)
+		token, sessOps, err := s.newSessionFor(pid, acc.ID, acc.SessionGen, clientOf(ctx, addr))
 		if err != nil {
 			return nil, err
 		}

@@ -106,6 +106,17 @@ type Accounts interface {
 	OAuthExchange(ctx context.Context, pid, code, addr string) (*auth.LoginResult, error)
 
 	// ---- accounts issue: users, sessions, API keys (httpapi/usersapi.go, keysapi.go) ----
+	ListUsers(p *auth.Principal, query, cursor string, limit int) ([]auth.User, string, error)
+	GetUser(p *auth.Principal, uid string) (*auth.User, error)
+	DeleteUser(ctx context.Context, p *auth.Principal, uid, addr string) (uint64, error)
+	DisableUser(ctx context.Context, p *auth.Principal, uid, addr string) (*auth.User, uint64, error)
+	EnableUser(ctx context.Context, p *auth.Principal, uid, addr string) (*auth.User, uint64, error)
+	RevokeUserSessions(ctx context.Context, p *auth.Principal, uid, addr string) (uint64, error)
+	ListSessions(p *auth.Principal) ([]auth.SessionInfo, error)
+	RevokeSession(ctx context.Context, p *auth.Principal, id, addr string) (uint64, error)
+	ListAPIKeys(p *auth.Principal) ([]auth.APIKeyInfo, error)
+	CreateAPIKey(ctx context.Context, p *auth.Principal, name, addr string) (*auth.CreatedAPIKey, error)
+	DeleteAPIKey(ctx context.Context, p *auth.Principal, id, addr string) (uint64, error)
 
 	// ---- accounts issue: audit log (httpapi/auditapi.go) ----
 	ListAudit(ctx context.Context, p *auth.Principal, cursor string, limit int, userID, typ string) (*auth.AuditPage, error)

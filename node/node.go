@@ -322,6 +322,11 @@ func Start(cfg Config) (*Node, error) {
 	}()
 	n.wg.Add(1)
 	go n.joinAndRegister()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.Accounts.RunSessionTouches(n.ctx) // sessions' lastUsedAt, off the requests' path
+	}()
 	if cfg.Dev {
 		n.printDevBanner()
 	}
