@@ -331,16 +331,16 @@ func (s *Service) SetEmailTemplate(ctx context.Context, p *Principal, kind Email
 }
 
 // ResetEmailTemplate restores kind's default template; owners only.
-func (s *Service) ResetEmailTemplate(ctx context.Context, p *Principal, kind EmailKind) (*TemplateView, uint64, error) {
+func (s *Service) ResetEmailTemplate(ctx context.Context, p *Principal, kind EmailKind) (uint64, error) {
 	if p.Role != RoleOwner {
-		return nil, 0, ErrForbidden
+		return 0, ErrForbidden
 	}
 	if !validKind(kind) {
-		return nil, 0, ErrTemplateKindNotFound
+		return 0, ErrTemplateKindNotFound
 	}
 	res, err := s.commitAs(ctx, p, raftstore.Op{Kind: raftstore.OpDelete, Path: keys.MailTemplate(p.ProjectID, string(kind)), IfExists: true})
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
-	return &TemplateView{EmailTemplate: defaultTemplates[kind]}, res.Revision, nil
+	return res.Revision, nil
 }

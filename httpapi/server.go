@@ -79,6 +79,12 @@ type Accounts interface {
 	AnyProjectAllows(origin string) (bool, error)
 
 	// ---- accounts issue: email settings and templates (httpapi/mailapi.go) ----
+	SetSMTP(ctx context.Context, p *auth.Principal, in auth.SMTPSettings) (*auth.SMTPView, uint64, error)
+	SMTP(p *auth.Principal) (*auth.SMTPView, error)
+	DeleteSMTP(ctx context.Context, p *auth.Principal) (uint64, error)
+	EmailTemplates(p *auth.Principal) (map[auth.EmailKind]auth.TemplateView, error)
+	SetEmailTemplate(ctx context.Context, p *auth.Principal, kind auth.EmailKind, t auth.EmailTemplate) (*auth.TemplateView, uint64, error)
+	ResetEmailTemplate(ctx context.Context, p *auth.Principal, kind auth.EmailKind) (uint64, error)
 
 	// ---- accounts issue: email codes, anonymous users, deletion (httpapi/auth_email.go) ----
 	SendVerification(ctx context.Context, p *auth.Principal, addr string) (already bool, rev uint64, err error)

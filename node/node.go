@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/httpapi"
+	"github.com/edgebase/edgebase/mail"
 	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
 	"github.com/edgebase/edgebase/realtime"
@@ -76,6 +78,12 @@ type Config struct {
 	SMTPDefault auth.SMTPSettings
 	// AuditRetention bounds the security audit log (--audit-retention).
 	AuditRetention time.Duration
+	// MailTuning overrides the mail sender's timings (tests; zero fields:
+	// the defaults).
+	MailTuning mail.Tuning
+	// MailRootCAs verifies SMTP servers' certificates (nil: the system's
+	// roots; tests name their own CA).
+	MailRootCAs *x509.CertPool
 	// SweepInterval is how often the leader removes expired sessions,
 	// tickets and rate-limit windows (default 1 minute).
 	SweepInterval time.Duration
@@ -118,6 +126,8 @@ type Node struct {
 	Accounts *auth.Service
 	Realtime *realtime.Server
 	Push     *push.Service
+	// Mail delivers the email outbox while this node leads.
+	Mail *mail.Sender
 	// built is closed once the services above are set: leader duties,
 	// which the store may start at once, wait for it.
 	built    chan struct{}
@@ -289,6 +299,15 @@ func Start(cfg Config) (*Node, error) {
 		n.abort()
 		return nil, err
 	}
+	// Tenants' SMTP servers are dialled through the host policy (checked
+	// again at connect time); the operator's own server directly.
+	n.Mail, err = mail.New(mail.Config{Store: n.Store, Source: n.Accounts, Feed: n.Store.Feed(), Clock: cfg.Clock,
+		Dial: hostPolicy.DialContext(&net.Dialer{Timeout: 30 * time.Second}), RootCAs: cfg.MailRootCAs,
+		Logger: logger, Registerer: reg, Tuning: cfg.MailTuning})
+	if err != nil {
+		n.abort()
+		return nil, err
+	}
 	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger,
 		Realtime:       n.Realtime,
 		Push:           n.Push,
@@ -361,7 +380,7 @@ func (n *Node) joinAndRegister() {
 
 // leaderDuties runs while this node leads (after the Barrier that applies
 // every earlier entry): the --dev demo project, the push scheduler and
-// dispatcher, and the sweep of expired auth records. ctx ends when
+// dispatcher, the mail sender, and the sweep of expired auth records. ctx ends when
 // leadership is lost.
 func (n *Node) leaderDuties(ctx context.Context) {
 	select {
@@ -379,6 +398,11 @@ func (n *Node) leaderDuties(ctx context.Context) {
 		n.Push.Run(ctx)
 	}()
 	defer pushDone.Wait()
+	pushDone.Add(1)
+	go func() {
+		defer pushDone.Done()
+		n.Mail.Run(ctx)
+	}()
 	every := n.cfg.SweepInterval
 	if every <= 0 {
 		every = time.Minute

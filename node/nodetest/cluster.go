@@ -4,6 +4,7 @@ package nodetest
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/internal/proctest"
 	"github.com/edgebase/edgebase/internal/testpki"
+	"github.com/edgebase/edgebase/mail"
 	"github.com/edgebase/edgebase/node"
 	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
@@ -94,6 +96,15 @@ type Options struct {
 	// QueryScanLimit is --query-scan-limit (0: the default, 10,000); tests
 	// set it small to reach index_required with few documents.
 	QueryScanLimit int
+	// AllowPrivateHosts is --allow-private-hosts (tests name 127.0.0.1 to
+	// let a project use a local SMTP server or OIDC provider).
+	AllowPrivateHosts []string
+	// SMTPDefault is the operator's SMTP server (--smtp-*).
+	SMTPDefault auth.SMTPSettings
+	// MailRootCAs verifies SMTP servers' certificates; MailTuning sizes
+	// the mail sender's retries.
+	MailRootCAs *x509.CertPool
+	MailTuning  mail.Tuning
 }
 
 // Cluster is a set of in-process nodes sharing a cluster secret.
@@ -301,7 +312,9 @@ func (c *Cluster) MemberConfig(i int) node.Config {
 		Clock: c.opts.Clock, Limits: c.opts.limits(), SessionTTL: c.opts.SessionTTL, RecentLogin: c.opts.RecentLogin,
 		SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
 		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning, CORSOrigins: c.opts.CORSOrigins,
-		QueryScanLimit: c.opts.QueryScanLimit,
+		QueryScanLimit:    c.opts.QueryScanLimit,
+		AllowPrivateHosts: c.opts.AllowPrivateHosts, SMTPDefault: c.opts.SMTPDefault,
+		MailRootCAs: c.opts.MailRootCAs, MailTuning: c.opts.MailTuning,
 	}
 	if c.opts.TLS {
 		cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = m.TLS.Cert, m.TLS.Key, m.TLS.CA
