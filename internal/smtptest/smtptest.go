@@ -190,6 +190,13 @@ func (s *Server) Reject(n, code int) {
 	}
 }
 
+// AcceptAll drops the refusals Reject queued: the next messages are accepted.
+func (s *Server) AcceptAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejects = nil
+}
+
 // WaitTimeout bounds WaitFor.
 const WaitTimeout = 30 * time.Second
 
