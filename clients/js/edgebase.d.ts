@@ -73,6 +73,14 @@ export interface User {
   role: 'owner' | 'user' | string;
   totpEnabled: boolean;
   createdAt: string;
+  /** The user proved the address (an emailed code or link, or a provider that vouches for it). */
+  emailVerified: boolean;
+  /** True for an anonymous account (email ""), until an email or provider is linked. */
+  anonymous?: boolean;
+  /** True while an owner has disabled the account. */
+  disabled?: boolean;
+  /** The OAuth/OIDC providers linked to the account. */
+  providers?: string[];
 }
 
 export interface Session {
@@ -112,16 +120,223 @@ export interface Auth {
   logout(): Promise<Ok | { ok: true }>;
   me(opts?: { minRevision?: number }): Promise<User>;
   changePassword(currentPassword: string, newPassword: string): Promise<SignedIn & Ok>;
+  /** With an emailed code ({email, emailCode, newPassword}) or an authenticator's verify token. */
+  resetPassword(reset: PasswordReset): Promise<Ok>;
   resetPassword(email: string, verifyToken: string, newPassword: string): Promise<Ok>;
   reauthenticate(password: string, code?: string): Promise<Ok>;
   disableTotp(code: string): Promise<Revisioned & { totpEnabled: false; user: User }>;
   enrollAuthenticator(): Promise<Enrollment>;
   confirmAuthenticator(code: string): Promise<Revisioned & { totpEnabled: true; recoveryCodes: string[] }>;
   verifyAuthenticator(email: string, code: string): Promise<{ verifyToken: string; expiresIn: number }>;
+  /** Emails the signed-in user a code (and a link when the project set emailActionUrl). */
+  sendVerification(): Promise<Ok & { alreadyVerified?: true }>;
+  /** Proves an address; resolves to the user with emailVerified true. */
+  verifyEmail(proof: { email: string; code: string } | { token: string }): Promise<User>;
+  /** The same answer whether or not the account exists. */
+  requestPasswordReset(email: string): Promise<Ok>;
+  /** The same answer whether or not the account exists; never creates an account. */
+  requestEmailCode(email: string): Promise<Ok>;
+  loginWithEmailCode(email: string, code: string): Promise<LoginResult>;
+  /** With the token of the emailed sign-in link. */
+  loginWithEmailCode(link: { token: string }): Promise<LoginResult>;
+  /** Without code: a code goes to newEmail. With it: the address changes. Needs a recent login. */
+  changeEmail(newEmail: string): Promise<Revisioned & { ok: true; codeSent: true }>;
+  changeEmail(newEmail: string, code: string): Promise<Revisioned & { user: User }>;
+  /** With the token of the emailed change-email link. */
+  changeEmail(link: { token: string }): Promise<Revisioned & { user: User }>;
+  /** Needs a recent login; signs out here. */
+  deleteAccount(): Promise<Revisioned & { ok: true; deleted: true }>;
+  signInAnonymously(): Promise<SignedIn>;
+  /** Gives the signed-in anonymous account an email and password; same uid and data. */
+  linkEmail(email: string, password: string): Promise<SignedIn>;
+  /** The project's sign-in providers (no sign-in needed). */
+  oauthProviders(): Promise<OAuthProviderSummary[]>;
+  /** The URL to open in the browser to sign in with provider; the node returns to redirect?code=... */
+  oauthStartUrl(provider: string, redirect: string): string;
+  /** Trades the redirect's one-time code for a session, like login. */
+  oauthExchange(code: string): Promise<LoginResult>;
+  /** A start URL that links provider to the signed-in account. */
+  oauthLink(provider: string, redirect: string): Promise<Revisioned & { url: string }>;
+  listSessions(): Promise<SessionInfo[]>;
+  revokeSession(sessionId: string): Promise<Ok>;
   token(): string | null;
   user(): User | null;
   /** cb runs after every change of the session token; returns an unsubscribe. */
   onChange(cb: (session: Session | null) => void): () => void;
+}
+
+export type PasswordReset =
+  | { email: string; emailCode: string; newPassword: string }
+  | { token: string; newPassword: string }
+  | { email: string; verifyToken: string; newPassword: string };
+
+/** One of the signed-in user's sessions. */
+export interface SessionInfo {
+  id: string;
+  createdAt: string;
+  /** Updated at most once an hour. */
+  lastUsedAt: string;
+  /** The client address the session was created from. */
+  address: string;
+  userAgent: string;
+  /** The session of this client. */
+  current: boolean;
+}
+
+export interface OAuthProviderSummary {
+  provider: string;
+  issuer: string;
+}
+
+export interface UserPage {
+  users: User[] | null;
+  /** Pass back as cursor; "" on the last page. */
+  nextCursor: string;
+}
+
+export interface APIKeyCreated extends Revisioned {
+  id: string;
+  name: string;
+  /** The secret: shown only here. Send it as apiKey. */
+  key: string;
+  createdAt: string;
+}
+
+export interface APIKeyInfo {
+  id: string;
+  name: string;
+  createdAt: string;
+  /** The key's first characters. */
+  prefix: string;
+}
+
+export type AuditEventType =
+  | 'login' | 'login-failed-threshold' | 'logout' | 'register' | 'totp-enabled' | 'totp-disabled'
+  | 'password-changed' | 'password-reset' | 'email-verified' | 'email-changed' | 'role-changed'
+  | 'account-disabled' | 'account-enabled' | 'account-deleted' | 'sessions-revoked' | 'key-created'
+  | 'key-deleted' | 'oauth-linked' | 'anonymous-linked' | 'smtp-changed';
+
+export interface AuditEvent {
+  id: string;
+  time: string;
+  type: AuditEventType | string;
+  userId: string;
+  actorId: string;
+  address: string;
+  detail: { [key: string]: string } | null;
+}
+
+export interface AuditPage {
+  events: AuditEvent[] | null;
+  nextCursor: string;
+}
+
+export interface SMTPSettings {
+  host: string;
+  port: number;
+  username?: string;
+  /** Sealed with the cluster's secret key; never shown again. */
+  password?: string;
+  from: string;
+  fromName?: string;
+  security?: 'starttls' | 'tls' | 'none';
+}
+
+export interface SMTPSettingsInfo {
+  host: string;
+  port: number;
+  username: string;
+  from: string;
+  fromName: string;
+  security: 'starttls' | 'tls' | 'none';
+  passwordSet: boolean;
+}
+
+export type EmailKind = 'verification' | 'password-reset' | 'sign-in-code' | 'change-email';
+
+/** Go text/template (html: html/template) with {{.Code}} {{.Link}} {{.Email}} {{.NewEmail}} {{.Project}} {{.ExpiresMinutes}}. */
+export interface EmailTemplate {
+  subject: string;
+  text: string;
+  html?: string;
+}
+
+export interface EmailTemplateInfo {
+  subject: string;
+  text: string;
+  html: string;
+  /** false: the built-in default. */
+  custom: boolean;
+}
+
+export interface AuthSettings {
+  anonymousSignIn: boolean;
+  /** Emailed links open emailActionUrl?mode=...&token=...&project=...; "" for codes only. */
+  emailActionUrl: string;
+}
+
+export interface OAuthProviderConfig {
+  clientId: string;
+  clientSecret: string;
+  /** Required for a provider other than google, apple or github: an OpenID Connect issuer. */
+  issuer?: string;
+  scopes?: string[];
+  /** The app URLs a sign-in may return to. */
+  redirectUrls: string[];
+}
+
+export interface OAuthProvider {
+  provider: string;
+  clientId: string;
+  issuer: string;
+  scopes: string[] | null;
+  redirectUrls: string[] | null;
+  secretSet: boolean;
+}
+
+/** The project owner's administration (403 forbidden for anyone else). */
+export interface Admin {
+  users: {
+    list(opts?: { query?: string; cursor?: string; limit?: number }): Promise<UserPage>;
+    get(id: string): Promise<User>;
+    /** Ends the account's sessions on every node; its sign-ins fail with account_disabled. */
+    disable(id: string): Promise<Revisioned & { user: User }>;
+    enable(id: string): Promise<Revisioned & { user: User }>;
+    revokeSessions(id: string): Promise<Ok>;
+    delete(id: string): Promise<Revisioned & { ok: true; deleted: true }>;
+  };
+  keys: {
+    create(name: string): Promise<APIKeyCreated>;
+    list(): Promise<APIKeyInfo[]>;
+    /** The key stops working on every node at once; the last key cannot be deleted (last_key). */
+    delete(id: string): Promise<Ok>;
+  };
+  audit: {
+    /** Newest first. */
+    list(opts?: { cursor?: string; limit?: number; userId?: string; type?: AuditEventType }): Promise<AuditPage>;
+  };
+  smtp: {
+    /** Null when the project uses the cluster's default server. */
+    get(): Promise<SMTPSettingsInfo | null>;
+    set(settings: SMTPSettings): Promise<SMTPSettingsInfo & Revisioned>;
+    delete(): Promise<Ok>;
+  };
+  emailTemplates: {
+    list(): Promise<{ [kind in EmailKind]: EmailTemplateInfo }>;
+    set(kind: EmailKind, template: EmailTemplate): Promise<EmailTemplateInfo & Revisioned>;
+    /** Restores the built-in template. */
+    reset(kind: EmailKind): Promise<Ok>;
+  };
+  authSettings: {
+    get(): Promise<AuthSettings>;
+    set(settings: Partial<AuthSettings>): Promise<AuthSettings & Revisioned>;
+  };
+  oauthProviders: {
+    list(): Promise<OAuthProviderSummary[]>;
+    get(provider: string): Promise<OAuthProvider>;
+    set(provider: string, config: OAuthProviderConfig): Promise<OAuthProvider & Revisioned>;
+    delete(provider: string): Promise<Ok>;
+  };
 }
 
 export interface Document<T = JSONObject> {
@@ -456,6 +671,8 @@ export interface EdgebaseClient {
   db: Db;
   realtime: Realtime;
   push: Push;
+  /** Owner administration of the project. */
+  admin: Admin;
   readonly url: string;
   readonly projectId: string;
   /** Closes the realtime connection. */

@@ -94,6 +94,7 @@ class Client {
     this.db = new Db(this);
     this.realtime = new Realtime(this, o);
     this.push = new Push(this);
+    this.admin = new Admin(this);
   }
 
   /** Closes the realtime connection and stops listening to storage. */
@@ -297,8 +298,26 @@ class Auth {
     return withRevision(r);
   }
 
-  async resetPassword(email, verifyToken, newPassword) {
-    return withRevision(await this._action('reset-password', { email, verifyToken, newPassword }));
+  /**
+   * Resets a forgotten password: resetPassword({email, emailCode, newPassword})
+   * with a code from requestPasswordReset (or {token, newPassword} with the
+   * token of its emailed link), or ({email, verifyToken,
+   * newPassword}) / (email, verifyToken, newPassword) with a token from
+   * verifyAuthenticator. Every session of the account ends.
+   */
+  async resetPassword(emailOrReset, verifyToken, newPassword) {
+    let body;
+    if (emailOrReset && typeof emailOrReset === 'object') {
+      const o = emailOrReset;
+      body = { newPassword: o.newPassword };
+      if (o.email != null) body.email = o.email;
+      if (o.token != null) body.token = o.token;
+      if (o.emailCode != null) body.emailCode = String(o.emailCode);
+      if (o.verifyToken != null) body.verifyToken = o.verifyToken;
+    } else {
+      body = { email: emailOrReset, verifyToken, newPassword };
+    }
+    return withRevision(await this._action('reset-password', body));
   }
 
   /** Proves the password again (and the code when TOTP is on) for second-factor changes. */
@@ -325,6 +344,126 @@ class Auth {
     const r = await this._c.request('POST', '/api/authenticator/verify',
       { body: { email, code: String(code), projectId: this._c.projectId } });
     return r.data;
+  }
+
+  // ---- email codes and links, anonymous users, deletion, OAuth, sessions ----
+
+  /** Keeps the session's user current after an answer that carries it. */
+  _userChanged(user) {
+    if (this._session && user && this._session.user && this._session.user.id === user.id) {
+      this._set({ token: this._session.token, user });
+    }
+  }
+
+  /** A sign-in answer: {requiresTotp:false, token, user} signs in; a TOTP ticket waits for loginVerify. */
+  _signedIn(r) {
+    if (r.data && r.data.token && !r.data.requiresTotp) this._set({ token: r.data.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  /** Emails the signed-in user a code (and a link when the project set one) to prove their address. */
+  async sendVerification() {
+    return withRevision(await this._action('send-verification', {}));
+  }
+
+  /** Proves an address with {email, code} or a link's {token}; returns the user (emailVerified true). */
+  async verifyEmail(proof) {
+    const p = proof || {};
+    const body = p.token != null ? { token: p.token } : { email: p.email, code: p.code == null ? undefined : String(p.code) };
+    const r = await this._action('verify-email', body);
+    this._userChanged(r.data.user);
+    return r.data.user;
+  }
+
+  /** Emails a password reset code; the same answer whether or not the account exists. */
+  async requestPasswordReset(email) {
+    return withRevision(await this._action('request-password-reset', { email }));
+  }
+
+  /** Emails a sign-in code; the same answer whether or not the account exists. */
+  async requestEmailCode(email) {
+    return withRevision(await this._action('request-email-code', { email }));
+  }
+
+  /**
+   * Signs in with an emailed code (email, code), or the emailed link's
+   * ({token}): like login, {requiresTotp:false, token, user} or a TOTP ticket.
+   */
+  async loginWithEmailCode(email, code) {
+    const body = email && typeof email === 'object' ? { token: email.token } : { email, code: String(code) };
+    return this._signedIn(await this._action('login-email-code', body));
+  }
+
+  /**
+   * Changes the signed-in user's address: without code, emails a code to
+   * newEmail ({ok, codeSent}); with it (or with the emailed link's {token}
+   * in place of both), makes the change and returns {user}.
+   */
+  async changeEmail(newEmail, code) {
+    let body;
+    if (newEmail && typeof newEmail === 'object') body = { token: newEmail.token };
+    else body = code == null ? { newEmail } : { newEmail, code: String(code) };
+    const r = await this._action('change-email', body);
+    if (r.data && r.data.user) this._userChanged(r.data.user);
+    return withRevision(r);
+  }
+
+  /** Deletes the signed-in user's account and everything that is theirs; signs out here. */
+  async deleteAccount() {
+    const r = await this._action('delete-account', {});
+    this._set(null);
+    return withRevision(r);
+  }
+
+  /** Creates an anonymous account and signs in to it. */
+  async signInAnonymously() {
+    const r = await this._action('sign-in-anonymously', {});
+    this._set({ token: r.data.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  /** Gives the signed-in anonymous account an email and password (same uid, same data). */
+  async linkEmail(email, password) {
+    const r = await this._action('link-email', { email, password });
+    this._set({ token: r.data.token, user: r.data.user });
+    return withRevision(r);
+  }
+
+  /** The project's sign-in providers, for a login page: [{provider, issuer}]. */
+  async oauthProviders() {
+    const r = await this._c.request('GET', '/api/auth/oauth', { safe: true });
+    return r.data.providers || [];
+  }
+
+  /**
+   * The URL to open in the browser to sign in with provider; the node sends
+   * the browser back to redirect?code=... (pass the code to oauthExchange)
+   * or redirect?error=...&error_description=....
+   */
+  oauthStartUrl(provider, redirect) {
+    const q = new URLSearchParams({ projectId: this._c.projectId, redirect });
+    return this._c.url + '/api/auth/oauth/' + encodeURIComponent(provider) + '/start?' + q.toString();
+  }
+
+  /** Trades the one-time code of the OAuth redirect for a session (like login). */
+  async oauthExchange(code) {
+    return this._signedIn(await this._action('oauth-exchange', { code }));
+  }
+
+  /** A start URL that links provider to the signed-in account: {url}. */
+  async oauthLink(provider, redirect) {
+    return withRevision(await this._action('oauth-link', { provider, redirect }));
+  }
+
+  /** The signed-in user's sessions: [{id, createdAt, lastUsedAt, address, userAgent, current}]. */
+  async listSessions() {
+    const r = await this._action('list-sessions', {}, true);
+    return r.data.sessions || [];
+  }
+
+  /** Ends one of the signed-in user's sessions (this one too: then the next call is 401). */
+  async revokeSession(sessionId) {
+    return withRevision(await this._action('revoke-session', { sessionId }));
   }
 }
 
@@ -465,6 +604,67 @@ class Push {
   sendToProject(n) { return this._post('send-to-project/' + encodeURIComponent(this._c.projectId), n); }
   sendToUser(userId, n) { return this._post('send-to-user/' + encodeURIComponent(userId), n); }
   sendToTopic(topic, n) { return this._post('send-to-topic', { ...n, topic }); }
+}
+
+// ---------------------------------------------------------------- admin
+
+/**
+ * The project owner's administration: users, API keys, the audit log, SMTP
+ * settings, email templates, sign-in settings and OAuth providers. Every
+ * call needs the signed-in user to be an owner (403 forbidden otherwise).
+ */
+class Admin {
+  constructor(client) {
+    const c = client;
+    const get = async (path, query) => (await c.request('GET', path, { query, safe: true })).data;
+    const write = async (method, path, body) => withRevision(await c.request(method, path, body === undefined ? {} : { body }));
+    const enc = encodeURIComponent;
+    this.users = {
+      list: (o) => get('/api/auth/users', { query: o && o.query, cursor: o && o.cursor, limit: o && o.limit }),
+      get: async (id) => (await get('/api/auth/users/' + enc(id))).user,
+      disable: (id) => write('POST', '/api/auth/users/' + enc(id) + '/disable'),
+      enable: (id) => write('POST', '/api/auth/users/' + enc(id) + '/enable'),
+      revokeSessions: (id) => write('POST', '/api/auth/users/' + enc(id) + '/revoke-sessions'),
+      delete: (id) => write('DELETE', '/api/auth/users/' + enc(id)),
+    };
+    this.keys = {
+      create: (name) => write('POST', '/api/keys', { name }),
+      list: async () => (await get('/api/keys')).keys || [],
+      delete: (id) => write('DELETE', '/api/keys/' + enc(id)),
+    };
+    this.audit = {
+      list: (o) => get('/api/auth/audit', { cursor: o && o.cursor, limit: o && o.limit, userId: o && o.userId, type: o && o.type }),
+    };
+    this.smtp = {
+      /** The project's SMTP settings, or null when it uses the cluster's default server. */
+      get: async () => {
+        try {
+          return await get('/api/auth/smtp');
+        } catch (e) {
+          if (e.status === 404 && e.code === 'not_found') return null;
+          throw e;
+        }
+      },
+      set: (settings) => write('PUT', '/api/auth/smtp', settings),
+      delete: () => write('DELETE', '/api/auth/smtp'),
+    };
+    this.emailTemplates = {
+      list: async () => (await get('/api/auth/email-templates')).templates,
+      set: (kind, template) => write('PUT', '/api/auth/email-templates/' + enc(kind), template),
+      /** Restores the built-in template of kind. */
+      reset: (kind) => write('DELETE', '/api/auth/email-templates/' + enc(kind)),
+    };
+    this.authSettings = {
+      get: () => get('/api/auth/settings'),
+      set: (settings) => write('PUT', '/api/auth/settings', settings),
+    };
+    this.oauthProviders = {
+      list: async () => (await get('/api/auth/oauth')).providers || [],
+      get: (provider) => get('/api/auth/oauth/' + enc(provider)),
+      set: (provider, config) => write('PUT', '/api/auth/oauth/' + enc(provider), config),
+      delete: (provider) => write('DELETE', '/api/auth/oauth/' + enc(provider)),
+    };
+  }
 }
 
 // ---------------------------------------------------------------- realtime

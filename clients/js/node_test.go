@@ -3,6 +3,7 @@ package edgebasejs_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/internal/proctest"
+	"github.com/edgebase/edgebase/internal/smtptest"
 	"github.com/edgebase/edgebase/internal/testbin"
 )
 
@@ -72,7 +74,10 @@ type testNode struct {
 	mu   sync.Mutex
 }
 
-func mustStartNode(t *testing.T, ctx context.Context, bin string) *testNode {
+// mustStartNode starts the node; its default SMTP server is mail (a real
+// go-smtp server of the test), so the accounts tests read the codes the
+// node emails.
+func mustStartNode(t *testing.T, ctx context.Context, bin string, mail *smtptest.Server) *testNode {
 	t.Helper()
 	dir := t.TempDir()
 	httpPort, raftPort := proctest.FreePort(t), proctest.FreePort(t)
@@ -88,6 +93,11 @@ func mustStartNode(t *testing.T, ctx context.Context, bin string) *testNode {
 		"--cluster-secret", clusterSecret,
 		"--secret-key", secretKey,
 		"--register-limit-addr", "0",
+		"--smtp-host", mail.Host(),
+		"--smtp-port", strconv.Itoa(mail.Port()),
+		"--smtp-from", "noreply@sdk-js.example",
+		"--smtp-security", "none",
+		"--allow-private-hosts", mail.Host(),
 	}
 	n.proc = &proctest.Proc{ID: "n1", Bin: bin, Args: n.base, LogPath: filepath.Join(dir, "n1.log")}
 	t.Cleanup(func() {
@@ -141,11 +151,31 @@ func (n *testNode) restart(extra []string) error {
 	return n.waitReady(60 * time.Second)
 }
 
-// serveControl answers POST /restart (optional ?changelogRetention=2s) for
+// mailMessage is what GET /mail shows of one email.
+type mailMessage struct {
+	To      []string `json:"to"`
+	Subject string   `json:"subject"`
+	Text    string   `json:"text"`
+	HTML    string   `json:"html"`
+	Code    string   `json:"code"`
+}
+
+// serveControl answers POST /restart (optional ?changelogRetention=2s) and
+// GET /mail?to=<address> (the emails the node sent there, oldest first) for
 // the Node tests, on loopback; it returns the base URL.
-func serveControl(t *testing.T, n *testNode) string {
+func serveControl(t *testing.T, n *testNode, mail *smtptest.Server) string {
 	t.Helper()
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /mail", func(w http.ResponseWriter, r *http.Request) {
+		out := []mailMessage{}
+		for _, m := range mail.To(r.URL.Query().Get("to")) {
+			out = append(out, mailMessage{To: m.To, Subject: m.Subject, Text: m.Text, HTML: m.HTML, Code: smtptest.Code(m)})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(out); err != nil {
+			t.Logf("control: /mail: %v", err)
+		}
+	})
 	mux.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
 		var extra []string
 		if v := r.URL.Query().Get("changelogRetention"); v != "" {
@@ -191,14 +221,15 @@ func TestNodeSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := mustStartNode(t, ctx, bin)
+	mail := smtptest.Start(t)
+	n := mustStartNode(t, ctx, bin, mail)
 	pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
 	pr, err := proctest.CreateProject(pctx, http.DefaultClient, bin, n.url, adminToken, "sdk-js", ownerEmail, ownerPassword)
 	pcancel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	control := serveControl(t, n)
+	control := serveControl(t, n, mail)
 	env := append(os.Environ(),
 		"EDGEBASE_URL="+n.url,
 		"EDGEBASE_PROJECT_ID="+pr.ID,
@@ -207,6 +238,8 @@ func TestNodeSDK(t *testing.T) {
 		"EDGEBASE_OWNER_EMAIL="+ownerEmail,
 		"EDGEBASE_OWNER_PASSWORD="+ownerPassword,
 		"EDGEBASE_CONTROL_URL="+control,
+		"EDGEBASE_SMTP_HOST="+mail.Host(),
+		"EDGEBASE_SMTP_PORT="+strconv.Itoa(mail.Port()),
 	)
 	args := []string{"--test"}
 	if major == 20 || major == 21 {

@@ -3,6 +3,7 @@
 import createDefault, {
   createClient, EdgebaseError, EdgebaseClient, Document, RealtimeEvent, Notification, RealtimeStatus,
   StorageAdapter, BatchWrite, LoginResult, Preferences, Query, QueryEvent, QuerySubscription,
+  User, PasswordReset, OAuthProviderSummary, SessionInfo, APIKeyCreated, AuditEvent, SMTPSettingsInfo, EmailKind, AuthSettings,
 } from '../edgebase.js';
 
 interface Note {
@@ -199,4 +200,73 @@ export async function everything(): Promise<void> {
   }
   void [role, totp, url, codes, newToken, f, tok, name, ok, title, created, deleted, next, first, exists,
     subRev, state, platform, topics, prefs, delivered, on, targets, qFirst, n, liveDocs, liveRev];
+}
+
+// The accounts API: email codes and links, anonymous users, OAuth, sessions,
+// and the owner's administration.
+export async function accounts(c: EdgebaseClient): Promise<void> {
+  const verified: boolean = (await c.auth.me()).emailVerified;
+  const sent = await c.auth.sendVerification();
+  const already: true | undefined = sent.alreadyVerified;
+  const u1: User = await c.auth.verifyEmail({ email: 'a@example.com', code: '123456' });
+  const u2: User = await c.auth.verifyEmail({ token: 'link-token' });
+  await c.auth.requestPasswordReset('a@example.com');
+  const reset: PasswordReset = { email: 'a@example.com', emailCode: '123456', newPassword: 'a new long password' };
+  await c.auth.resetPassword(reset);
+  await c.auth.resetPassword({ email: 'a@example.com', verifyToken: 'ebv_x', newPassword: 'a new long password' });
+  await c.auth.requestEmailCode('a@example.com');
+  const byCode: LoginResult = await c.auth.loginWithEmailCode('a@example.com', '123456');
+  const byLink: LoginResult = await c.auth.loginWithEmailCode({ token: 'link-token' });
+  await c.auth.resetPassword({ token: 'link-token', newPassword: 'a new long password' });
+  const changedByLink: User = (await c.auth.changeEmail({ token: 'link-token' })).user;
+  const codeSent: true = (await c.auth.changeEmail('b@example.com')).codeSent;
+  const changed: User = (await c.auth.changeEmail('b@example.com', '123456')).user;
+  const anon = await c.auth.signInAnonymously();
+  const isAnon: boolean | undefined = anon.user.anonymous;
+  const linked = await c.auth.linkEmail('c@example.com', 'a long password');
+  const sameId: boolean = linked.user.id === anon.user.id;
+  const providers: OAuthProviderSummary[] = await c.auth.oauthProviders();
+  const start: string = c.auth.oauthStartUrl('google', 'https://app.example.com/done');
+  const ex: LoginResult = await c.auth.oauthExchange('one-time-code');
+  const linkUrl: string = (await c.auth.oauthLink('github', 'https://app.example.com/done')).url;
+  const sessions: SessionInfo[] = await c.auth.listSessions();
+  const current: boolean = sessions[0].current;
+  await c.auth.revokeSession(sessions[0].id);
+  const gone: true = (await c.auth.deleteAccount()).deleted;
+
+  // administration
+  const page = await c.admin.users.list({ query: 'a@', limit: 10, cursor: '' });
+  const firstUser: User | undefined = page.users?.[0];
+  const more: string = page.nextCursor;
+  const one: User = await c.admin.users.get('uid');
+  const disabled: boolean | undefined = (await c.admin.users.disable('uid')).user.disabled;
+  await c.admin.users.enable('uid');
+  await c.admin.users.revokeSessions('uid');
+  await c.admin.users.delete('uid');
+  const key: APIKeyCreated = await c.admin.keys.create('ci');
+  const secret: string = key.key;
+  const keys = await c.admin.keys.list();
+  const prefix: string = keys[0].prefix;
+  await c.admin.keys.delete(key.id);
+  const audit = await c.admin.audit.list({ limit: 20, userId: 'uid', type: 'login' });
+  const ev: AuditEvent | undefined = audit.events?.[0];
+  const smtp: SMTPSettingsInfo | null = await c.admin.smtp.get();
+  const set = await c.admin.smtp.set({ host: 'smtp.example.com', port: 587, username: 'u', password: 'p', from: 'noreply@example.com', fromName: 'App', security: 'starttls' });
+  const pwSet: boolean = set.passwordSet;
+  await c.admin.smtp.delete();
+  const templates = await c.admin.emailTemplates.list();
+  const custom: boolean = templates['sign-in-code'].custom;
+  const kind: EmailKind = 'verification';
+  await c.admin.emailTemplates.set(kind, { subject: 'Your code', text: 'Code: {{.Code}}', html: '<p>{{.Code}}</p>' });
+  await c.admin.emailTemplates.reset('password-reset');
+  const settings: AuthSettings = await c.admin.authSettings.get();
+  const anonOn: boolean = (await c.admin.authSettings.set({ anonymousSignIn: false })).anonymousSignIn;
+  const listed: OAuthProviderSummary[] = await c.admin.oauthProviders.list();
+  const prov = await c.admin.oauthProviders.set('corp', { clientId: 'id', clientSecret: 's', issuer: 'https://id.example.com', redirectUrls: ['https://app.example.com/done'] });
+  const secretSet: boolean = prov.secretSet;
+  const got = await c.admin.oauthProviders.get('corp');
+  const issuer: string = got.issuer;
+  await c.admin.oauthProviders.delete('corp');
+  void [verified, already, u1, u2, byCode, byLink, changedByLink, codeSent, changed, isAnon, sameId, providers, start, ex, linkUrl, current, gone,
+    firstUser, more, one, disabled, secret, prefix, ev, smtp, pwSet, custom, settings, anonOn, listed, secretSet, issuer];
 }
