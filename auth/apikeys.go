@@ -61,8 +61,10 @@ type CreatedAPIKey struct {
 	Name      string `json:"name"`
 	Key       string `json:"key"`
 	CreatedAt string `json:"createdAt"`
-	Prefix    string `json:"prefix"`
-	Revision  uint64 `json:"-"`
+	// Prefix is what the listing will show of the key (the contract's
+	// answer has the whole key, so not this).
+	Prefix   string `json:"-"`
+	Revision uint64 `json:"-"`
 }
 
 // ownerGuard judges that p's session is live and its account an enabled
