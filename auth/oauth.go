@@ -593,6 +593,9 @@ type OAuthCallbackParams struct {
 	// Error and ErrorDescription are the provider's refusal (RFC 6749
 	// §4.1.2.1), e.g. access_denied when the user said no.
 	Error, ErrorDescription string
+	// Addr is the browser's address: an account made here counts against
+	// the registration limits like a registration from it.
+	Addr string
 }
 
 // errorCodeRe bounds the error codes passed on to the app.
@@ -667,7 +670,10 @@ func (s *Service) OAuthCallback(ctx context.Context, provider string, in OAuthCa
 	case err != nil:
 		return "", err
 	}
-	code, err := s.oauthResolve(ctx, doc, &st, id)
+	code, err := s.oauthResolve(ctx, doc, &st, id, in.Addr)
+	if errors.Is(err, ErrRateLimited) {
+		return fail("rate_limited", "too many accounts were made from here or in this project; try again later")
+	}
 	var ae *Error
 	if errors.As(err, &ae) && !errors.Is(err, ErrInvalidState) {
 		return fail(ae.Code(), ae.Message())
@@ -820,7 +826,7 @@ func githubGet(ctx context.Context, client *http.Client, path string, v any) err
 // oauthResolve finds or makes the account of the identity and commits, in
 // one txn conditioned on the state being unused, the state's consumption,
 // any link or new account, and the one-time code it returns.
-func (s *Service) oauthResolve(ctx context.Context, stateDoc *raftstore.Document, st *oauthState, id *oauthIdentity) (string, error) {
+func (s *Service) oauthResolve(ctx context.Context, stateDoc *raftstore.Document, st *oauthState, id *oauthIdentity, addr string) (string, error) {
 	pid := st.ProjectID
 	code, err := NewToken(oauthCodePrefix)
 	if err != nil {
@@ -958,6 +964,15 @@ func (s *Service) oauthResolve(ctx context.Context, stateDoc *raftstore.Document
 			}
 			fallthrough
 		default:
+			// A new account grows the state like a registration and counts
+			// against the same windows (the address's and the project's).
+			at := attempt{kind: kindRegister, action: actionRegister, pid: pid, email: email, addr: addr}
+			if err := s.checkLimits(at); err != nil {
+				return nil, err
+			}
+			if err := s.addFailure(txn, at); err != nil {
+				return nil, err
+			}
 			h, err := unusable()
 			if err != nil {
 				return nil, err

@@ -76,6 +76,11 @@ type oauthFixture struct {
 // and redirect filled in), a project and its "corp" provider.
 func newOAuthFixture(t *testing.T, opts oidcpeer.Options) *oauthFixture {
 	t.Helper()
+	return newOAuthFixtureLimits(t, opts, nil)
+}
+
+func newOAuthFixtureLimits(t *testing.T, opts oidcpeer.Options, limits *auth.Limits) *oauthFixture {
+	t.Helper()
 	bin := mustPeerBinary(t)
 	clk := nodetest.NewClock(time.Now().UTC().Truncate(time.Second))
 	c := nodetest.Start(t, nodetest.Options{Clock: clk})
@@ -92,7 +97,7 @@ func newOAuthFixture(t *testing.T, opts oidcpeer.Options) *oauthFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := auth.NewService(auth.Config{Store: n.Store, Clock: clk, Sealer: sealer, HostPolicy: policy, PublicURL: oauthPublic,
+	svc, err := auth.NewService(auth.Config{Store: n.Store, Clock: clk, Sealer: sealer, HostPolicy: policy, PublicURL: oauthPublic, Limits: limits,
 		Hasher: auth.NewHasher(auth.HashParams{Memory: 1024, Iterations: 1, Parallelism: 1, SaltLen: 16, KeyLen: 32}, 0)})
 	if err != nil {
 		t.Fatal(err)
@@ -540,4 +545,36 @@ func checkFieldErr(t *testing.T, err error, field string) bool {
 		return false
 	}
 	return true
+}
+
+func TestOAuthNewAccountsCountAsRegistrations(t *testing.T) {
+	limits := auth.DefaultLimits()
+	limits.RegisterPerAddr = auth.LimitRule{Max: 1, Window: time.Hour}
+	f := newOAuthFixtureLimits(t, oidcpeer.Options{UserEmail: "one@example.com", Users: []string{"two@example.com"}}, &limits)
+	const browser = "198.51.100.7"
+	signIn := func(email string) url.Values {
+		t.Helper()
+		start, err := f.svc.OAuthStart(bg, f.pid, oauthProvider, oauthApp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb := f.mustBrowse(start, email)
+		cb.Addr = browser
+		return f.mustCallback(cb)
+	}
+	first := signIn("one@example.com")
+	if first.Get("code") == "" {
+		t.Fatalf("first new account: %v", first)
+	}
+	// A second new account from the same address is past the window ...
+	if q := signIn("two@example.com"); q.Get("error") != "rate_limited" || q.Get("code") != "" {
+		t.Fatalf("second new account from one address: %v, want error=rate_limited", q)
+	}
+	if doc, err := f.store.Get(keys.Email(f.pid, "two@example.com")); err != nil || doc != nil {
+		t.Fatalf("an account was made past the limit: %v %v", doc, err)
+	}
+	// ... while signing in to the account it made is not a registration.
+	if q := signIn("one@example.com"); q.Get("code") == "" {
+		t.Fatalf("sign-in to an existing account from the limited address: %v", q)
+	}
 }

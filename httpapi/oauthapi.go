@@ -153,7 +153,7 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	in := auth.OAuthCallbackParams{State: r.FormValue("state"), Code: r.FormValue("code"),
-		Error: r.FormValue("error"), ErrorDescription: r.FormValue("error_description")}
+		Error: r.FormValue("error"), ErrorDescription: r.FormValue("error_description"), Addr: s.clientAddr(r)}
 	// The state was committed through whichever node served start.
 	if err := s.waitRead(ctx, raftstore.Strong, 0); err != nil {
 		return err
