@@ -69,7 +69,8 @@ func docMethods(t *testing.T) map[string][]string {
 // closedParams are patterns whose wildcard takes a fixed set of values, each
 // documented as a path of its own; any other value is 404.
 var closedParams = map[string][]string{
-	"/api/authenticator/{op}": {"enroll", "confirm", "verify"},
+	"/api/authenticator/{op}":   {"enroll", "confirm", "verify"},
+	"/api/auth/users/{id}/{op}": {"disable", "enable", "revoke-sessions"},
 }
 
 func TestOpenAPIListsEveryRoute(t *testing.T) {
