@@ -66,6 +66,7 @@ type config struct {
 	implicitTLS bool
 	user, pass  string
 	mechs       []string
+	delay       time.Duration
 }
 
 // WithSTARTTLS offers STARTTLS with a certificate for 127.0.0.1/localhost
@@ -84,6 +85,11 @@ func WithAuth(user, pass string) Option { return func(c *config) { c.user, c.pas
 // WithAuthMechanisms limits the AUTH mechanisms offered (sasl.Plain "PLAIN",
 // sasl.Login "LOGIN"), to prove a client speaks the one a server insists on.
 func WithAuthMechanisms(mechs ...string) Option { return func(c *config) { c.mechs = mechs } }
+
+// WithDelay makes the server take d to answer each DATA, as a remote
+// relay does: a sender killed during that time has sent a message whose
+// acceptance it never learns.
+func WithDelay(d time.Duration) Option { return func(c *config) { c.delay = d } }
 
 // Server is a running test SMTP server.
 type Server struct {
@@ -305,6 +311,9 @@ func (ss *session) Data(r io.Reader) error {
 		return err
 	}
 	s := ss.s
+	if s.cfg.delay > 0 {
+		time.Sleep(s.cfg.delay)
+	}
 	s.mu.Lock()
 	s.attempts++
 	if len(s.rejects) > 0 {
