@@ -711,3 +711,44 @@ func (s *Service) ConfirmEmailChange(ctx context.Context, p *Principal, newEmail
 	s.forgetGuard(p.Session)
 	return &acc.User, res.Revision, nil
 }
+
+// sweepEmailCodes removes the codes that can no longer be used (expired or
+// void) with their links; the leader's Sweep runs it. Each delete is
+// conditioned on the revision judged, so a code replaced meanwhile stays.
+func (s *Service) sweepEmailCodes(ctx context.Context) (int, error) {
+	removed := 0
+	after := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		docs, next, err := s.store.List(keys.EmailCodesDir(), after, sweepBatch)
+		if err != nil {
+			return removed, err
+		}
+		txn := &raftstore.Txn{Time: s.now().UnixNano()}
+		n := 0
+		for _, d := range docs {
+			var c emailCode
+			if decodeJSON(d, &c) == nil && s.now().Unix() < c.ExpiresAt && c.Failures < MaxEmailCodeFailures {
+				continue
+			}
+			txn.Conds = append(txn.Conds, raftstore.Cond{Path: d.Path, Kind: raftstore.CondRevision, Revision: d.Revision})
+			txn.Ops = append(txn.Ops, s.consumeOps(d.Path, &c)...)
+			n++
+		}
+		if n > 0 {
+			res, err := s.store.Txn(ctx, txn)
+			if err != nil {
+				return removed, err
+			}
+			if res.OK() { // else one changed meanwhile: the next sweep looks again
+				removed += n
+			}
+		}
+		if next == "" {
+			return removed, nil
+		}
+		after = next
+	}
+}

@@ -643,3 +643,32 @@ func TestSweepFinishesPurges(t *testing.T) {
 		}
 	}
 }
+
+// The sweep removes codes past their time (with their links) and keeps live
+// ones.
+func TestSweepRemovesExpiredEmailCodes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	if _, _, err := f.svc.SetAuthSettings(bg, f.ownerPrincipal(), auth.AuthSettingsPatch{EmailActionURL: ref("https://app.example.com/a")}); err != nil {
+		t.Fatal(err)
+	}
+	old, fresh := f.register("old"), f.register("fresh")
+	if _, err := f.svc.RequestPasswordReset(bg, f.pid, old.email, addr); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(auth.EmailCodeTTL - time.Second)
+	if _, err := f.svc.RequestPasswordReset(bg, f.pid, fresh.email, addr); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(time.Second) // old's code has just expired
+	if _, err := f.svc.Sweep(bg); err != nil {
+		t.Fatal(err)
+	}
+	if n, l := f.count(keys.EmailCodesDir()), f.count(keys.EmailLinksDir()); n != 1 || l != 1 {
+		t.Fatalf("after the sweep: %d codes, %d links; want fresh's one of each", n, l)
+	}
+	_, code := f.lastMail(fresh.email, auth.EmailPasswordReset)
+	if _, err := f.svc.ResetPasswordWithEmailCode(bg, f.pid, fresh.email, code, "", newPassword, addr); err != nil {
+		t.Fatalf("the live code after the sweep: %v", err)
+	}
+}

@@ -38,6 +38,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return total, fmt.Errorf("sweep: finish account purges: %w", err)
 	}
+	// Email codes past their time or void (emailcodes.go).
+	n, err = s.sweepEmailCodes(ctx)
+	total += n
+	if err != nil {
+		return total, fmt.Errorf("sweep email codes: %w", err)
+	}
 	if total > 0 {
 		s.logger.Info("swept expired auth records", "removed", total)
 	}
