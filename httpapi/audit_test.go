@@ -2,10 +2,13 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"testing"
+
+	"github.com/edgebase/edgebase/node/nodetest"
 )
 
 // auditEvent is an event as GET /api/auth/audit answers it.
@@ -157,5 +160,47 @@ func TestAuditAPI(t *testing.T) {
 	}
 	if after := e.auditAll(t, url.Values{}); !slices.EqualFunc(after, before, func(a, b auditEvent) bool { return a.ID == b.ID }) {
 		t.Fatalf("refusals changed the log: %d events, %d before", len(after), len(before))
+	}
+}
+
+// TestAuditAPIOnACluster: an event committed through one node is on the
+// next page read through any other (the read is strong), and every node
+// answers the same page.
+func TestAuditAPIOnACluster(t *testing.T) {
+	t.Parallel()
+	c := nodetest.Start(t, nodetest.Options{Voters: 3})
+	p := c.CreateProject(0)
+	key := map[string]string{"X-Project-Id": p.ID, "X-API-Key": p.APIKey}
+	owner := map[string]string{"X-Project-Id": p.ID, "X-API-Key": p.APIKey, "Authorization": "Bearer " + p.OwnerToken}
+	var pages [3]string
+	for i := range 3 {
+		var reg struct{ User struct{ ID string } }
+		email := fmt.Sprintf("n%d@example.com", i)
+		if st := c.Do(i, http.MethodPost, "/api/auth", key, map[string]string{"action": "register", "email": email, "password": userPassword}, &reg); st != http.StatusCreated {
+			t.Fatalf("register through n%d: %d", i+1, st)
+		}
+		// At once, through the next node: the registration is the newest event.
+		var page auditPage
+		j := (i + 1) % 3
+		if st := c.Do(j, http.MethodGet, "/api/auth/audit?limit=1", owner, nil, &page); st != http.StatusOK {
+			t.Fatalf("audit through n%d: %d", j+1, st)
+		}
+		if len(page.Events) != 1 || page.Events[0].Type != "register" || page.Events[0].UserID != reg.User.ID {
+			t.Fatalf("newest event through n%d after a register through n%d: %+v, want register of %s", j+1, i+1, page.Events, reg.User.ID)
+		}
+	}
+	for i := range 3 {
+		var page auditPage
+		if st := c.Do(i, http.MethodGet, "/api/auth/audit", owner, nil, &page); st != http.StatusOK {
+			t.Fatalf("audit through n%d: %d", i+1, st)
+		}
+		b, _ := json.Marshal(page)
+		pages[i] = string(b)
+		if len(page.Events) != 4 { // the owner's login and three registrations
+			t.Fatalf("n%d: %d events, want 4", i+1, len(page.Events))
+		}
+	}
+	if pages[0] != pages[1] || pages[1] != pages[2] {
+		t.Fatalf("the nodes answer different pages:\n%s\n%s\n%s", pages[0], pages[1], pages[2])
 	}
 }
