@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,7 +102,10 @@ type Config struct {
 	Logger  *slog.Logger
 	// Registerer receives the metrics (nil: none are kept).
 	Registerer prometheus.Registerer
-	Tuning  Tuning
+	// HELO is the name the sender gives servers (EHLO); empty: "localhost".
+	// Some relays judge it: node passes the host of --public-url.
+	HELO   string
+	Tuning Tuning
 }
 
 // Tuning sets the sender's timings; zero fields take the defaults.
@@ -202,6 +206,8 @@ func (s *Sender) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			// Another node leads now: its sender reports the backlog.
+			s.metrics.backlog(0, 0, 0, time.Time{})
 			s.logger.Info("mail sender stopped")
 			return
 		case <-t.C:
@@ -229,7 +235,7 @@ func (s *Sender) watchFeed(ctx context.Context) {
 					break read // lagged: subscribe again
 				}
 				for _, ev := range b.Events {
-					if ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision && len(ev.Path) > len(dir) && ev.Path[:len(dir)] == dir {
+					if ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision && strings.HasPrefix(ev.Path, dir) {
 						s.Poke()
 						break
 					}
@@ -247,6 +253,14 @@ func (s *Sender) pass(ctx context.Context) time.Time {
 	sem := make(chan struct{}, s.cfg.Tuning.InFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The backlog as this pass found it (before its sends), for operators.
+	var pending, failed int
+	var oldest int64
+	defer func() {
+		if ctx.Err() == nil {
+			s.metrics.backlog(pending, failed, oldest, s.now())
+		}
+	}()
 	after := ""
 	for ctx.Err() == nil {
 		docs, more, err := s.cfg.Store.List(keys.MailOutboxDir(), after, 256)
@@ -262,7 +276,12 @@ func (s *Sender) pass(ctx context.Context) time.Time {
 				continue
 			}
 			if rec.Failed {
+				failed++
 				continue
+			}
+			pending++
+			if oldest == 0 || rec.QueuedAt < oldest {
+				oldest = rec.QueuedAt
 			}
 			if rec.NextAttemptAt > now.UnixNano() {
 				if at := time.Unix(0, rec.NextAttemptAt); next.IsZero() || at.Before(next) {
@@ -414,6 +433,9 @@ func (s *Sender) client(srv Server) (*gomail.Client, error) {
 	}
 	tlsConf := &tls.Config{ServerName: srv.Host, RootCAs: s.cfg.RootCAs, MinVersion: tls.VersionTLS12}
 	opts := []gomail.Option{gomail.WithPort(srv.Port), gomail.WithTimeout(s.cfg.Tuning.SendTimeout), gomail.WithTLSConfig(tlsConf)}
+	if s.cfg.HELO != "" {
+		opts = append(opts, gomail.WithHELO(s.cfg.HELO))
+	}
 	enc := true
 	switch srv.Security {
 	case SecuritySTARTTLS, "":

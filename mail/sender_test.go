@@ -368,6 +368,12 @@ func TestSenderPermanentFailureBacksOffThenGivesUp(t *testing.T) {
 	if r := h.record(rec); r == nil || !r.Failed || s.Attempts() != attempts {
 		t.Fatalf("failed record retried or removed: %+v, attempts %d → %d", r, attempts, s.Attempts())
 	}
+	checkFor(t, func() error {
+		if v := gauge(t, h.reg, "edgebase_mail_outbox", "failed"); v != 1 {
+			return fmt.Errorf("edgebase_mail_outbox{state=failed} = %v, want 1", v)
+		}
+		return nil
+	})
 	if v := counter(t, h.reg, "edgebase_mail_failed_total", "expired"); v != 1 {
 		t.Fatalf("failed{expired} = %v, want 1", v)
 	}
@@ -389,6 +395,29 @@ func TestSenderWaitsForAServer(t *testing.T) {
 	h.sender.Poke()
 	s.WaitFor(t, "ada@example.com", nil)
 	h.waitRemoved(rec)
+}
+
+// gauge reads a gauge's value from the registry (of the sample labelled
+// state).
+func gauge(t *testing.T, reg *prometheus.Registry, name, state string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == state {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // counter reads a counter's value from the registry (reason "": the sum

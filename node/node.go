@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -303,7 +304,7 @@ func Start(cfg Config) (*Node, error) {
 	// again at connect time); the operator's own server directly.
 	n.Mail, err = mail.New(mail.Config{Store: n.Store, Source: n.Accounts, Feed: n.Store.Feed(), Clock: cfg.Clock,
 		Dial: hostPolicy.DialContext(&net.Dialer{Timeout: 30 * time.Second}), RootCAs: cfg.MailRootCAs,
-		Logger: logger, Registerer: reg, Tuning: cfg.MailTuning})
+		Logger: logger, Registerer: reg, Tuning: cfg.MailTuning, HELO: heloName(publicURL)})
 	if err != nil {
 		n.abort()
 		return nil, err
@@ -419,6 +420,20 @@ func (n *Node) leaderDuties(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// heloName is the host of the public URL, the name the mail sender greets
+// SMTP servers with ("" when it has none or is an IP: go-mail's default).
+func heloName(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return ""
+	}
+	h := u.Hostname()
+	if _, err := netip.ParseAddr(h); err != nil && h != "" && h != "localhost" {
+		return h
+	}
+	return ""
 }
 
 // loadSealer reads the secret key from the config, its file, or (--dev) a
