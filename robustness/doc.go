@@ -26,10 +26,12 @@
 //     same event for the same revision everywhere, and a resume with `since`
 //     returns exactly what followed;
 //   - push: every due notification reaches every device at least once across
-//     a leader kill, with duplicates only around the leadership change.
+//     a leader kill, with duplicates only around the leadership change;
+//   - mail: every acknowledged email reaches the SMTP server at least once
+//     across a leader kill with messages on the wire (duplicates counted).
 //
 // The model and the checkers are plain code (model.go, streams.go,
-// pushcheck.go) with their own tests; the fault runs are in the _test files
+// pushcheck.go, mailcheck.go) with their own tests; the fault runs are in the _test files
 // (the access workload in access_test.go).
 // docs/robustness.md describes the faults, the checks, the results and the
 // guarantees they support.
