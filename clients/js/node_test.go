@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgebase/edgebase/internal/oidcpeer"
 	"github.com/edgebase/edgebase/internal/proctest"
 	"github.com/edgebase/edgebase/internal/smtptest"
 	"github.com/edgebase/edgebase/internal/testbin"
@@ -29,8 +30,13 @@ const (
 	clusterSecret = "sdk-js-cluster-secret"
 	ownerEmail    = "owner@example.com"
 	ownerPassword = "owner password 123"
-	// secretKey turns the authenticator on (TOTP tests).
+	// secretKey turns the authenticator on (TOTP tests) and seals SMTP
+	// passwords and OAuth client secrets.
 	secretKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	// The OpenID provider the accounts tests sign in with.
+	oidcProvider     = "peer"
+	oidcClientID     = "sdk-js"
+	oidcClientSecret = "sdk-js-oidc-secret"
 )
 
 // mustTool returns the path of a command, skipping the test without it
@@ -201,7 +207,8 @@ func serveControl(t *testing.T, n *testNode, mail *smtptest.Server) string {
 
 // TestNodeSDK runs clients/js/test/*.test.mjs with `node --test` against a
 // real node process: every SDK method, its errors, TOTP, batches, realtime,
-// and resuming across a SIGKILL restart of the node.
+// resuming across a SIGKILL restart of the node, and the accounts API with
+// a real SMTP server and a real OpenID provider.
 func TestNodeSDK(t *testing.T) {
 	node := mustTool(t, "node")
 	major := nodeMajor(t, node)
@@ -230,6 +237,15 @@ func TestNodeSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	control := serveControl(t, n, mail)
+	// A real OpenID provider (zitadel's OP, e2e/oidcpeer) that calls the
+	// node back at its callback URL (the public URL is --advertise-http).
+	peerBin, err := oidcpeer.Binary(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := oidcpeer.Start(t, peerBin, oidcpeer.Options{ClientID: oidcClientID, ClientSecret: oidcClientSecret,
+		RedirectURIs: []string{n.url + "/api/auth/oauth/" + oidcProvider + "/callback"},
+		UserEmail:    "oidc-user@example.com", Users: []string{"oidc-linked@example.com", "oidc-unverified@example.com:unverified"}})
 	env := append(os.Environ(),
 		"EDGEBASE_URL="+n.url,
 		"EDGEBASE_PROJECT_ID="+pr.ID,
@@ -240,6 +256,11 @@ func TestNodeSDK(t *testing.T) {
 		"EDGEBASE_CONTROL_URL="+control,
 		"EDGEBASE_SMTP_HOST="+mail.Host(),
 		"EDGEBASE_SMTP_PORT="+strconv.Itoa(mail.Port()),
+		"EDGEBASE_OIDC_PROVIDER="+oidcProvider,
+		"EDGEBASE_OIDC_ISSUER="+peer.Issuer,
+		"EDGEBASE_OIDC_CLIENT_ID="+oidcClientID,
+		"EDGEBASE_OIDC_CLIENT_SECRET="+oidcClientSecret,
+		"EDGEBASE_OIDC_PASSWORD="+peer.Password,
 	)
 	args := []string{"--test"}
 	if major == 20 || major == 21 {

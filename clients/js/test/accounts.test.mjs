@@ -186,7 +186,9 @@ test('anonymous users: sign in, keep the uid when linking an email, and the owne
 
 test('deleteAccount removes the account and its data and frees the email', async () => {
   const { c, email, user } = await newUser();
-  await c.db.set(`users/${user.id}/notes/n1`, { text: 'mine' }).catch(() => null);
+  const notes = `users/${user.id}/notes`;
+  await c.db.set(notes + '/n1', { text: 'mine' });
+  await c.db.set(notes + '/n2/deeper/d1', { text: 'mine too' });
   const del = await c.auth.deleteAccount();
   assert.equal(del.ok, true);
   assert.equal(del.deleted, true);
@@ -194,8 +196,12 @@ test('deleteAccount removes the account and its data and frees the email', async
   await rejectsWith(client().auth.login(email, PASSWORD), 401, 'invalid_credentials');
   const again = await client().auth.register(email, PASSWORD, 'Again');
   assert.notEqual(again.user.id, user.id);
-  // The project's only owner cannot leave it ownerless.
+  // The user's documents go too (in chunks after the account: poll).
   const o = await owner();
+  await waitFor(async () => (await o.db.get(notes + '/n1')) === null && (await o.db.get(notes + '/n2/deeper/d1')) === null,
+    15000, "the deleted user's documents to go");
+  assert.deepEqual((await o.db.list(`users/${user.id}`)).documents, []);
+  // The project's only owner cannot leave it ownerless.
   await rejectsWith(o.auth.deleteAccount(), 409, 'last_owner');
   assert.equal((await o.auth.me()).email, env.ownerEmail);
 });
@@ -383,17 +389,137 @@ test('admin.smtp and admin.emailTemplates: the project\'s server and a custom te
   assert.equal(await o.admin.smtp.get(), null);
 });
 
-test('OAuth: the SDK builds the start URL and refuses a bogus one-time code', async () => {
+const oidc = {
+  provider: process.env.EDGEBASE_OIDC_PROVIDER,
+  issuer: process.env.EDGEBASE_OIDC_ISSUER,
+  clientId: process.env.EDGEBASE_OIDC_CLIENT_ID,
+  clientSecret: process.env.EDGEBASE_OIDC_CLIENT_SECRET,
+  password: process.env.EDGEBASE_OIDC_PASSWORD,
+};
+
+/** The app page sign-ins return to; never opened (browse stops at it). */
+const APP = 'http://127.0.0.1:9/signed-in';
+
+const unescapeHTML = (s) => s.replace(/&#34;|&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+
+/**
+ * A browser: opens start (the node's start URL or an oauth-link URL),
+ * follows redirects with cookies, fills in the provider's login form as
+ * email, and returns the query of the redirect to the app.
+ */
+async function browse(start, email) {
+  const jar = new Map(); // host -> Map(name, value)
+  let url = start;
+  let init = { method: 'GET' };
+  let loggedIn = false;
+  for (let hops = 0; hops < 20; hops++) {
+    const u = new URL(url);
+    if (u.origin + u.pathname === APP) return u.searchParams;
+    const headers = { ...(init.headers || {}) };
+    const cookies = jar.get(u.host);
+    if (cookies && cookies.size) headers.Cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    const r = await fetch(url, { ...init, headers, redirect: 'manual' });
+    for (const sc of r.headers.getSetCookie()) {
+      const kv = sc.split(';')[0];
+      const eq = kv.indexOf('=');
+      if (!jar.has(u.host)) jar.set(u.host, new Map());
+      jar.get(u.host).set(kv.slice(0, eq).trim(), kv.slice(eq + 1).trim());
+    }
+    init = { method: 'GET' };
+    if (r.status >= 300 && r.status < 400) {
+      url = new URL(r.headers.get('location'), url).toString();
+      await r.arrayBuffer();
+      continue;
+    }
+    const page = await r.text();
+    const m = /name="id" value="([^"]+)"/.exec(page);
+    assert.ok(r.status === 200 && m && !loggedIn, `${url}: status ${r.status}, not the provider's login form: ${page.slice(0, 300)}`);
+    loggedIn = true;
+    url = new URL('/login/username', url).toString();
+    init = {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ id: unescapeHTML(m[1]), username: email, password: oidc.password }).toString(),
+    };
+  }
+  throw new Error(`too many redirects from ${start}`);
+}
+
+test('OAuth with a real OpenID provider: configure, sign in, exchange once, refuse bad state, link an anonymous user', async () => {
+  const o = await owner();
   const c = client();
-  const url = new URL(c.auth.oauthStartUrl('google', 'https://app.example.com/done?x=1'));
-  assert.equal(url.origin + url.pathname, env.url + '/api/auth/oauth/google/start');
-  assert.equal(url.searchParams.get('projectId'), env.projectId);
-  assert.equal(url.searchParams.get('redirect'), 'https://app.example.com/done?x=1');
+  await rejectsWith(c.auth.oauthExchange('bogus'), 400, 'invalid_code', 'code');
+  const { c: user } = await newUser();
+  await rejectsWith(user.admin.oauthProviders.set(oidc.provider, { clientId: oidc.clientId, clientSecret: oidc.clientSecret, issuer: oidc.issuer, redirectUrls: [APP] }), 403, 'forbidden');
+  await rejectsWith(o.admin.oauthProviders.set(oidc.provider, { clientId: oidc.clientId, clientSecret: oidc.clientSecret, issuer: oidc.issuer, redirectUrls: ['javascript:alert(1)'] }),
+    400, 'invalid_argument', 'redirectUrls[0]');
+  await rejectsWith(o.admin.oauthProviders.get(oidc.provider), 404, 'not_found', 'provider');
+
+  const set = await o.admin.oauthProviders.set(oidc.provider, {
+    clientId: oidc.clientId, clientSecret: oidc.clientSecret, issuer: oidc.issuer, redirectUrls: [APP],
+  });
+  assert.equal(set.provider, oidc.provider);
+  assert.equal(set.issuer, oidc.issuer);
+  assert.equal(set.secretSet, true);
+  assert.equal(set.clientSecret, undefined, 'never the secret');
+  assert.equal(set.callbackUrl, `${env.url}/api/auth/oauth/${oidc.provider}/callback`);
+  assert.deepEqual(await c.auth.oauthProviders(), [{ provider: oidc.provider, issuer: oidc.issuer }]);
+  assert.deepEqual(await o.admin.oauthProviders.list(), [{ provider: oidc.provider, issuer: oidc.issuer }]);
+  const { revision, ...stored } = set;
+  assert.ok(revision > 0);
+  assert.deepEqual(await o.admin.oauthProviders.get(oidc.provider), stored);
+
+  // A redirect the provider does not allow is refused before the browser leaves.
+  const bad = await fetch(c.auth.oauthStartUrl(oidc.provider, 'http://127.0.0.1:9/elsewhere'), { redirect: 'manual' });
+  assert.equal(bad.status, 400);
+  assert.equal((await bad.json()).error.field, 'redirect');
+
+  // Sign in: start URL, the provider's login, back to the app with a one-time code.
+  const q = await browse(c.auth.oauthStartUrl(oidc.provider, APP), 'oidc-user@example.com');
+  assert.equal(q.get('error'), null, q.get('error_description'));
+  const code = q.get('code');
+  assert.ok(code);
+  const li = await c.auth.oauthExchange(code);
+  assert.equal(li.requiresTotp, false);
+  assert.equal(c.auth.token(), li.token);
+  assert.equal(li.user.email, 'oidc-user@example.com');
+  assert.equal(li.user.emailVerified, true);
+  assert.deepEqual(li.user.providers, [oidc.provider]);
+  await rejectsWith(client().auth.oauthExchange(code), 400, 'invalid_code', 'code');
+  // Signing in again reaches the same account.
+  const again = await client().auth.oauthExchange((await browse(c.auth.oauthStartUrl(oidc.provider, APP), 'oidc-user@example.com')).get('code'));
+  assert.equal(again.user.id, li.user.id);
+
+  // A forged state is refused in JSON, not redirected anywhere.
+  const forged = await fetch(`${env.url}/api/auth/oauth/${oidc.provider}/callback?state=forged&code=x`, { redirect: 'manual' });
+  assert.equal(forged.status, 400);
+  assert.deepEqual((await forged.json()).error.code, 'invalid_state');
+
+  // An address the provider does not vouch for never signs in to the
+  // account that has it; the account is untouched.
+  const victim = await client().auth.register('oidc-unverified@example.com', PASSWORD, 'Victim');
+  const uq = await browse(c.auth.oauthStartUrl(oidc.provider, APP), 'oidc-unverified@example.com');
+  assert.equal(uq.get('code'), null);
+  assert.equal(uq.get('error'), 'account_exists_unverified');
+  assert.equal((await client().auth.login('oidc-unverified@example.com', PASSWORD)).user.id, victim.user.id);
+  assert.equal((await o.admin.users.get(victim.user.id)).providers, undefined, 'nothing linked');
+
+  // Linking: an anonymous user keeps its uid and data.
+  const anon = client();
+  const a = await anon.auth.signInAnonymously();
+  await rejectsWith(anon.auth.oauthLink(oidc.provider, 'http://127.0.0.1:9/elsewhere'), 400, 'invalid_argument', 'redirect');
+  await anon.db.set(`users/${a.user.id}/notes/n1`, { text: 'before linking' });
+  const { url } = await anon.auth.oauthLink(oidc.provider, APP);
+  const lq = await browse(url, 'oidc-linked@example.com');
+  assert.equal(lq.get('error'), null, lq.get('error_description'));
+  const linked = await anon.auth.oauthExchange(lq.get('code'));
+  assert.equal(linked.user.id, a.user.id, 'the same uid');
+  assert.ok(!linked.user.anonymous);
+  assert.equal(linked.user.email, 'oidc-linked@example.com');
+  assert.deepEqual(linked.user.providers, [oidc.provider]);
+  assert.equal((await anon.db.get(`users/${a.user.id}/notes/n1`)).data.text, 'before linking');
+
+  const del = await o.admin.oauthProviders.delete(oidc.provider);
+  assert.equal(del.ok, true);
   assert.deepEqual(await c.auth.oauthProviders(), []);
-  await rejectsWith(c.auth.oauthExchange('bogus'), 400, 'invalid_code');
-  assert.equal(c.auth.token(), null);
-  // No provider configured: the start is refused in the error shape.
-  const r = await fetch(c.auth.oauthStartUrl('google', 'https://app.example.com/done'), { redirect: 'manual' });
-  assert.ok(r.status === 400 || r.status === 404, `status ${r.status}`);
-  assert.equal(typeof (await r.json()).error.code, 'string');
 });
