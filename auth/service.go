@@ -498,12 +498,6 @@ func (s *Service) Register(ctx context.Context, pid, email, password, name, addr
 // one beyond it revokes the oldest.
 const MaxSessionsPerAccount = 100
 
-// newSession is newSessionFor without the client's address and user agent.
-// Deprecated: pass the client (clientOf(ctx, addr)) to newSessionFor.
-func (s *Service) newSession(pid, uid string, gen int64) (string, []raftstore.Op, error) {
-	return s.newSessionFor(pid, uid, gen, Client{})
-}
-
 // newSessionFor returns a new session token for account uid and the ops
 // that store it: the session, its entry in the account's session index
 // (with client c, for list-sessions), and the revocation of the account's
