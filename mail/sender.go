@@ -85,6 +85,8 @@ const (
 	DefaultMaxAge      = 24 * time.Hour
 	DefaultSendTimeout = 30 * time.Second
 	DefaultInFlight    = 4
+	// DefaultFailedRetention is how long a failed email stays visible.
+	DefaultFailedRetention = 7 * 24 * time.Hour
 )
 
 // Config wires a Sender. Store and Source are required.
@@ -122,6 +124,9 @@ type Tuning struct {
 	SendTimeout time.Duration
 	// InFlight bounds the emails being sent at once.
 	InFlight int
+	// FailedRetention is how long a failed email is kept after it was
+	// given up, for operators to see, before the sender removes it.
+	FailedRetention time.Duration
 }
 
 // Sender is the leader's delivery of the outbox.
@@ -155,6 +160,7 @@ func New(cfg Config) (*Sender, error) {
 	def(&tu.MaxBackoff, DefaultMaxBackoff)
 	def(&tu.MaxAge, DefaultMaxAge)
 	def(&tu.SendTimeout, DefaultSendTimeout)
+	def(&tu.FailedRetention, DefaultFailedRetention)
 	if tu.InFlight <= 0 {
 		tu.InFlight = DefaultInFlight
 	}
@@ -276,6 +282,10 @@ func (s *Sender) pass(ctx context.Context) time.Time {
 				continue
 			}
 			if rec.Failed {
+				if now.Sub(time.Unix(0, rec.QueuedAt)) > s.cfg.Tuning.MaxAge+s.cfg.Tuning.FailedRetention {
+					s.forget(ctx, doc, rec)
+					continue
+				}
 				failed++
 				continue
 			}
@@ -352,6 +362,16 @@ func (s *Sender) giveUp(ctx context.Context, doc *raftstore.Document, rec *Recor
 	s.metrics.failed.WithLabelValues("expired").Inc()
 	s.logger.Error("mail: giving up on an email", "id", rec.ID, "project", rec.ProjectID, "attempts", rec.Attempts, "lastError", rec.LastError)
 	s.commit(ctx, rec, []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}})
+}
+
+// forget removes a failed record once its retention has passed.
+func (s *Sender) forget(ctx context.Context, doc *raftstore.Document, rec *Record) {
+	res, err := s.cfg.Store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
+		Conds: []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}},
+		Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: doc.Path, IfExists: true}}})
+	if (err != nil || !res.OK()) && ctx.Err() == nil {
+		s.logger.Warn("mail: remove a failed email", "id", rec.ID, "err", errors.Join(err, resErr(res)))
+	}
 }
 
 func (s *Sender) commit(ctx context.Context, rec *Record, cond []raftstore.Cond) {

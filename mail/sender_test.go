@@ -377,6 +377,16 @@ func TestSenderPermanentFailureBacksOffThenGivesUp(t *testing.T) {
 	if v := counter(t, h.reg, "edgebase_mail_failed_total", "expired"); v != 1 {
 		t.Fatalf("failed{expired} = %v, want 1", v)
 	}
+	// Kept for FailedRetention after it was given up, then removed.
+	h.clk.Advance(5 * 24 * time.Hour)
+	h.sender.Poke()
+	h.waitAttempts(h.queue("p2", "y@example.com"), 1)
+	if r := h.record(rec); r == nil || !r.Failed {
+		t.Fatalf("failed record removed before its retention: %+v", r)
+	}
+	h.clk.Advance(2*24*time.Hour + time.Minute)
+	h.sender.Poke()
+	h.waitRemoved(rec)
 	if v := counter(t, h.reg, "edgebase_mail_failed_total", "smtp_5xx"); v < 5 {
 		t.Fatalf("failed{smtp_5xx} = %v, want ≥ 5", v)
 	}
