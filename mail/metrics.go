@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgebase_mail_sent_total",
 			Help: "Emails an SMTP server accepted, sent by this node's mail sender (leader)."}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgebase_mail_failed_total",
-			Help: "Failed email attempts by reason (smtp_4xx, smtp_5xx, connect, no_server, sealed, address, other), and emails given up after the maximum age (expired), by this node's mail sender (leader)."},
+			Help: "Failed email attempts by reason (smtp_4xx, smtp_5xx, tls, connect, no_server, sealed, address, send, other), and emails given up after the maximum age (expired), by this node's mail sender (leader)."},
 			[]string{"reason"}),
 		outbox: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "edgebase_mail_outbox",
 			Help: "Emails in the outbox by state (pending: to be sent or retried; failed: given up, kept), as this node's mail sender last read it while leading (0 on other nodes)."},

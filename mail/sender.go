@@ -524,6 +524,9 @@ func classify(err error) string {
 	var ae *addressError
 	var te *textproto.Error
 	var ne net.Error
+	var ce *tls.CertificateVerificationError
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
 	switch {
 	case errors.Is(err, ErrNoServer):
 		return "no_server"
@@ -535,6 +538,8 @@ func classify(err error) string {
 		return codeReason(se.ErrorCode(), se.IsTemp())
 	case errors.As(err, &te):
 		return codeReason(te.Code, te.Code < 500)
+	case errors.As(err, &ce), errors.As(err, &ue), errors.As(err, &he):
+		return "tls"
 	case errors.As(err, &ne):
 		return "connect"
 	}

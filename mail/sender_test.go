@@ -275,6 +275,9 @@ func TestSenderRefusesUntrustedCertificate(t *testing.T) {
 	if len(s.Messages()) != 0 {
 		t.Fatal("delivered over an untrusted certificate")
 	}
+	if v := counter(t, h.reg, "edgebase_mail_failed_total", "tls"); v != 1 {
+		t.Fatalf("failed{tls} = %v, want 1", v)
+	}
 }
 
 // A plain relay the operator chose: security none, AUTH in the clear.

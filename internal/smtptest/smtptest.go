@@ -13,6 +13,7 @@ package smtptest
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -28,8 +29,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"encoding/base64"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
