@@ -3,6 +3,7 @@ package mail_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/mail"
 	"github.com/edgebase/edgebase/node/nodetest"
+	"github.com/edgebase/edgebase/raftstore"
 )
 
 // On a real 3-node cluster: an email queued through a follower (the
@@ -108,4 +110,49 @@ func TestClusterDeliversAndResumesAfterFailover(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A tenant's server is judged again when the sender connects: a setting
+// that names a loopback address (stored when its name resolved elsewhere,
+// say) gets no connection from the cluster. (The operator's own server on
+// loopback is used as configured: TestClusterDeliversAndResumesAfterFailover.)
+func TestClusterJudgesTenantServerAtDial(t *testing.T) {
+	s := smtptest.Start(t)
+	c := nodetest.Start(t, nodetest.Options{Voters: 1,
+		MailTuning: mail.Tuning{MinBackoff: time.Hour, Poll: 50 * time.Millisecond}})
+	p := c.CreateProject(0)
+	n := c.Nodes[0].Node
+	// Written past the API's check, as a rebinding would leave it.
+	raw := fmt.Sprintf(`{"host":"127.0.0.1","port":%d,"from":"noreply@example.com","security":"none","updatedAt":"2026-11-27T00:00:00Z"}`, s.Port())
+	res, err := n.Store.Txn(t.Context(), &raftstore.Txn{Time: time.Now().UnixNano(),
+		Ops: []raftstore.Op{{Kind: raftstore.OpPut, Path: keys.SMTP(p.ID), Data: []byte(raw)}}})
+	if err != nil || !res.OK() {
+		t.Fatalf("store settings: %v %v", res, err)
+	}
+	var reg struct{ Token string }
+	hdr := map[string]string{"X-Project-Id": p.ID, "X-API-Key": p.APIKey}
+	if st := c.Do(0, http.MethodPost, "/api/auth", hdr, map[string]string{"action": "register", "email": "ada@example.com", "password": "correct horse battery"}, &reg); st != http.StatusCreated {
+		t.Fatalf("register: %d", st)
+	}
+	hdr["Authorization"] = "Bearer " + reg.Token
+	if st := c.Do(0, http.MethodPost, "/api/auth", hdr, map[string]string{"action": "send-verification"}, nil); st != http.StatusOK {
+		t.Fatalf("send-verification: %d", st)
+	}
+	nodetest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		docs, _, err := n.Store.List(keys.MailOutboxDir(), "", 10)
+		if err != nil || len(docs) != 1 {
+			return fmt.Errorf("outbox: %d records, %v", len(docs), err)
+		}
+		r, err := mail.DecodeRecord(docs[0])
+		if err != nil {
+			return err
+		}
+		if r.Attempts == 0 || !strings.Contains(r.LastError, "not allowed") {
+			return fmt.Errorf("record: attempts %d lastError %q", r.Attempts, r.LastError)
+		}
+		return nil
+	})
+	if len(s.Messages()) != 0 || s.Attempts() != 0 {
+		t.Fatalf("the sender reached a loopback server the operator did not allow: %d messages", len(s.Messages()))
+	}
 }
