@@ -478,3 +478,82 @@ func TestAPIKeyOwnerJudgedAtCommit(t *testing.T) {
 	_, _, err = f.svc.DisableUser(bg, u.p, own.UserID, addr)
 	wantErr(t, "demoted owner disables", err, auth.ErrForbidden)
 }
+
+// BenchmarkAdmin measures, on a project of 5,000 accounts and 50 API keys:
+// a first page of 50 users; a search that matches nothing (one call reads
+// the scan budget of 1,000 accounts); the API key check every request
+// makes (1 key, then 50 hashes compared); and Authenticate, which also queues the
+// session's lastUsedAt touch (at most once an hour, so this is the cost of
+// the check that it is not due).
+func BenchmarkAdmin(b *testing.B) {
+	clk := nodetest.NewClock(epoch)
+	c := nodetest.Start(b, nodetest.Options{Clock: clk})
+	n := c.Nodes[0].Node
+	svc := n.Accounts
+	pr, err := svc.CreateProject(bg, "bench", ownerEmail, testPassword)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lr, err := svc.Login(bg, pr.ProjectID, ownerEmail, testPassword, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	own, err := svc.Authenticate(lr.Token)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for lo := 0; lo < 5000; lo += 500 {
+		txn := &raftstore.Txn{Time: clk.Now().UnixNano()}
+		for i := lo; i < lo+500; i++ {
+			id := fmt.Sprintf("b%05d", i)
+			u, _ := json.Marshal(auth.User{ID: id, Email: id + "@bench.example", Name: "Bench " + id, Role: auth.RoleUser})
+			txn.Ops = append(txn.Ops, raftstore.Op{Kind: raftstore.OpPut, Path: keys.User(pr.ProjectID, id), Data: u})
+		}
+		if res, err := n.Store.Txn(bg, txn); err != nil || !res.OK() {
+			b.Fatalf("commit: %v %v", res, err)
+		}
+	}
+	b.Run("check-api-key-1-key", func(b *testing.B) {
+		for b.Loop() {
+			if err := svc.CheckAPIKey(pr.ProjectID, pr.APIKey); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	var last string
+	for i := 1; i < auth.MaxAPIKeys; i++ {
+		k, err := svc.CreateAPIKey(bg, own, fmt.Sprintf("k%d", i), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		last = k.Key
+	}
+	b.Run("list-page-50", func(b *testing.B) {
+		for b.Loop() {
+			if us, next, err := svc.ListUsers(own, "", "", 50); err != nil || len(us) != 50 || next == "" {
+				b.Fatalf("page: %d users, next %q, %v", len(us), next, err)
+			}
+		}
+	})
+	b.Run("search-no-match-1000-read", func(b *testing.B) {
+		for b.Loop() {
+			if us, next, err := svc.ListUsers(own, "zzz", "", 50); err != nil || len(us) != 0 || next == "" {
+				b.Fatalf("search: %d users, next %q, %v", len(us), next, err)
+			}
+		}
+	})
+	b.Run("check-api-key-50-keys", func(b *testing.B) {
+		for b.Loop() {
+			if err := svc.CheckAPIKey(pr.ProjectID, last); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("authenticate", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := svc.Authenticate(lr.Token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -104,7 +104,8 @@ type Service struct {
 
 	origins originIndex // every project's allowed origins (AnyProjectAllows)
 
-	touches *sessionTouches // lastUsedAt writes queued (sessions.go)
+	touches   *sessionTouches // lastUsedAt writes queued (sessions.go)
+	keyHashes keyHashCache    // projects' API key hashes by revision (apikeys.go)
 
 	// The accounts issue's configuration (see Config).
 	hostPolicy     *HostPolicy
@@ -386,18 +387,15 @@ func (s *Service) CheckAPIKey(pid, key string) error {
 	if pid == "" || key == "" {
 		return ErrMissingAPIKey
 	}
-	var p project
-	ok, err := s.getJSON(keys.Project(pid), &p)
+	hashes, err := s.projectKeyHashes(pid)
 	if err != nil {
 		return err
 	}
 	h := HashToken(key)
 	match := false
-	if ok {
-		for _, kh := range p.KeyHashes {
-			// Compare every key so timing does not tell which one matched.
-			match = EqualHash(kh, h) || match
-		}
+	for _, kh := range hashes {
+		// Compare every key so timing does not tell which one matched.
+		match = EqualHash(kh, h) || match
 	}
 	if !match {
 		return ErrInvalidAPIKey
