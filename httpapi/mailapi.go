@@ -21,8 +21,10 @@ type smtpBody struct {
 	Security string `json:"security"`
 }
 
-// ownerOf resolves the project key and the bearer of a settings request.
-func (s *Server) ownerOf(r *http.Request) (*auth.Principal, error) {
+// settingsCaller resolves the project key and the bearer of a settings
+// request; the service judges whether the caller is an owner (and again at
+// the commit).
+func (s *Server) settingsCaller(r *http.Request) (*auth.Principal, error) {
 	ctx := r.Context()
 	pid, err := s.projectKey(ctx, r)
 	if err != nil {
@@ -51,7 +53,7 @@ func (s *Server) smtpAction(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return methodNotAllowed("GET", "PUT", "DELETE")
 	}
-	p, err := s.ownerOf(r)
+	p, err := s.settingsCaller(r)
 	if err != nil {
 		return err
 	}
@@ -88,7 +90,7 @@ func (s *Server) handleEmailTemplates(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, methodNotAllowed("GET"))
 		return
 	}
-	p, err := s.ownerOf(r)
+	p, err := s.settingsCaller(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -118,7 +120,7 @@ func (s *Server) emailTemplateAction(w http.ResponseWriter, r *http.Request) err
 	default:
 		return methodNotAllowed("PUT", "DELETE")
 	}
-	p, err := s.ownerOf(r)
+	p, err := s.settingsCaller(r)
 	if err != nil {
 		return err
 	}
