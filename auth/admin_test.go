@@ -377,6 +377,19 @@ func TestSessionLastUsed(t *testing.T) {
 	if got := lastUsed(a); got != ts(t1.Truncate(time.Second)) {
 		t.Fatalf("a used within the hour: lastUsedAt %s, want still %s", got, ts(t1))
 	}
+
+	// A write's caller, answered from memory, is a use too.
+	f.clk.Advance(2 * time.Hour)
+	t3 := f.clk.Now()
+	if _, err := f.svc.Caller(b.token); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if got := lastUsed(b); got != ts(t3.Truncate(time.Second)) {
+			return fmt.Errorf("b lastUsedAt %s after a write, want %s", got, ts(t3))
+		}
+		return nil
+	})
 }
 
 func TestAPIKeys(t *testing.T) {

@@ -294,6 +294,9 @@ type Principal struct {
 	// Session is the hash of the bearer token: what a write made for this
 	// caller carries (raftstore.Txn.Caller), so Apply decides it.
 	Session string
+	// index is the session's entry in its account's session index, where
+	// its lastUsedAt is kept (sessions.go).
+	index string
 }
 
 // AuthInfo is the caller as access rules see it (the CEL variable auth).
@@ -777,6 +780,7 @@ func (s *Service) Caller(token string) (*Principal, error) {
 	c, ok := s.guards[h]
 	s.guardMu.Unlock()
 	if ok && s.now().Before(c.ExpiresAt) {
+		s.noteSessionUse(c.index) // a write is a use too
 		return &c, nil
 	}
 	return s.authenticateRead(h)
@@ -845,7 +849,7 @@ func (s *Service) readCaller(h string) (*Principal, error) {
 	}
 	s.noteSessionUse(sess.Index)
 	return &Principal{ProjectID: sess.ProjectID, UserID: acc.ID, Email: acc.Email, Role: acc.Role,
-		ExpiresAt: time.Unix(sess.ExpiresAt, 0), Session: h}, nil
+		ExpiresAt: time.Unix(sess.ExpiresAt, 0), Session: h, index: sess.Index}, nil
 }
 
 // securityChanged reports a committed change of an account's security.
