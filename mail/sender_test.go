@@ -458,3 +458,44 @@ func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float6
 	}
 	return v
 }
+
+// Two senders on one outbox (a deposed leader that has not noticed yet
+// beside the new one): their commits are conditioned on the record as each
+// read it, so neither removes an email the other failed to send; every
+// email arrives at least once and the outbox ends empty.
+func TestSenderTwoSendersOverlap(t *testing.T) {
+	s := smtptest.Start(t, smtptest.WithDelay(5*time.Millisecond))
+	s.Reject(3, 451)
+	h := newHarness(t, nil)
+	h.src.set("p1", server(s, mail.SecurityNone, "", ""))
+	second, err := mail.New(mail.Config{Store: h.store, Source: h.src, Feed: h.store.Feed(), Clock: h.clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tuning: mail.Tuning{MinBackoff: time.Minute, Poll: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); second.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var recs []*mail.Record
+	for i := range 20 {
+		recs = append(recs, h.queue("p1", fmt.Sprintf("u%02d@example.com", i)))
+	}
+	// The refused ones wait a minute of the test's clock.
+	checkFor(t, func() error {
+		if a := s.Attempts(); a < 20 {
+			return fmt.Errorf("%d attempts", a)
+		}
+		return nil
+	})
+	h.clk.Advance(2 * time.Minute)
+	h.sender.Poke()
+	second.Poke()
+	for _, r := range recs {
+		h.waitRemoved(r)
+		if len(s.To(r.To)) == 0 {
+			t.Errorf("%s: removed from the outbox, never delivered", r.To)
+		}
+	}
+	t.Logf("20 emails, %d messages accepted, %d SMTP transactions", len(s.Messages()), s.Attempts())
+}
