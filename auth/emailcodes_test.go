@@ -261,6 +261,10 @@ func TestRequestCountsAgainstTheSendLimit(t *testing.T) {
 		}
 		_, err := f.svc.RequestPasswordReset(bg, f.pid, email, addr)
 		wantLimited(t, "request past the limit for "+email, err, 15*time.Minute)
+		var rl *auth.RateLimitError
+		if errors.As(err, &rl); !rl.Sends || !strings.Contains(rl.Message(), "emails") {
+			t.Fatalf("the send limit's refusal: %+v %q", rl, rl.Message())
+		}
 	}
 }
 

@@ -214,6 +214,9 @@ func (e *RuleError) Field() string {
 func (e *RateLimitError) Status() int  { return http.StatusTooManyRequests }
 func (e *RateLimitError) Code() string { return "rate_limited" }
 func (e *RateLimitError) Message() string {
+	if e.Sends {
+		return "too many emails were asked for this address or from here; try again later"
+	}
 	if e.Registrations {
 		return "too many accounts were registered from here or in this project; try again later"
 	}

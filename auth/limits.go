@@ -76,6 +76,8 @@ type RateLimitError struct {
 	RetryAfter time.Duration
 	// Registrations says the limit counts registrations, not failures.
 	Registrations bool
+	// Sends says the limit counts emails asked for (email codes).
+	Sends bool
 }
 
 // ErrRateLimited is what every *RateLimitError matches with errors.Is.
@@ -205,7 +207,7 @@ func (s *Service) limitGate(a attempt) ([]raftstore.Cond, error) {
 	}
 	if wait > 0 {
 		s.metrics.limited(a.action)
-		return nil, &RateLimitError{RetryAfter: time.Duration(wait) * time.Second, Registrations: a.kind == kindRegister}
+		return nil, &RateLimitError{RetryAfter: time.Duration(wait) * time.Second, Registrations: a.kind == kindRegister, Sends: a.kind == kindEmailSend}
 	}
 	return conds, nil
 }
@@ -307,7 +309,7 @@ func (s *Service) addFailure(txn *raftstore.Txn, a attempt) error {
 	}
 	if wait > 0 {
 		s.metrics.limited(a.action)
-		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second, Registrations: a.kind == kindRegister}
+		return &RateLimitError{RetryAfter: time.Duration(wait) * time.Second, Registrations: a.kind == kindRegister, Sends: a.kind == kindEmailSend}
 	}
 	return nil
 }
