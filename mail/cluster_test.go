@@ -56,8 +56,10 @@ func TestClusterDeliversAndResumesAfterFailover(t *testing.T) {
 	}
 
 	tok := register(f, "ada@example.com")
+	asked := time.Now()
 	sendVerification(f, tok)
 	m := s.WaitFor(t, "ada@example.com", nil)
+	t.Logf("send-verification through a follower to the SMTP server's acceptance: %v", m.Received.Sub(asked))
 	if !m.TLS || m.User != "relay" {
 		t.Fatalf("tls %v user %q", m.TLS, m.User)
 	}
