@@ -1123,8 +1123,8 @@ func (s *Service) OAuthExchange(ctx context.Context, pid, code, addr string) (*L
 	}
 }
 
-// SweepOAuth removes expired OAuth states and one-time codes (the leader's
-// sweep calls it beside Sweep). Each delete is conditioned on the revision
+// SweepOAuth removes expired OAuth states and one-time codes (Sweep, which
+// the leader runs, calls it). Each delete is conditioned on the revision
 // judged, like Sweep's.
 func (s *Service) SweepOAuth(ctx context.Context) (int, error) {
 	removed := 0

@@ -44,6 +44,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return total, fmt.Errorf("sweep email codes: %w", err)
 	}
+	// OAuth sign-ins left half-way: states and one-time codes (oauth.go).
+	n, err = s.SweepOAuth(ctx)
+	total += n
+	if err != nil {
+		return total, fmt.Errorf("sweep oauth: %w", err)
+	}
 	if total > 0 {
 		s.logger.Info("swept expired auth records", "removed", total)
 	}
