@@ -1073,11 +1073,15 @@ func (s *Service) OAuthExchange(ctx context.Context, pid, code, addr string) (*L
 		if err != nil {
 			return nil, err
 		}
-		if acc == nil || acc.SessionGen != c.Gen {
+		if acc == nil {
 			return nil, ErrInvalidCode
 		}
+		// Disabling bumps the generation too: say why the code is void.
 		if err := acc.checkEnabled(); err != nil {
 			return nil, err
+		}
+		if acc.SessionGen != c.Gen {
+			return nil, ErrInvalidCode
 		}
 		txn := &raftstore.Txn{Time: now.UnixNano(),
 			Conds: []raftstore.Cond{

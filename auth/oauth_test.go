@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/internal/oidcpeer"
+	"github.com/edgebase/edgebase/internal/rfc6238"
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/node/nodetest"
 	"github.com/edgebase/edgebase/raftstore"
@@ -575,5 +576,56 @@ func TestOAuthNewAccountsCountAsRegistrations(t *testing.T) {
 	// ... while signing in to the account it made is not a registration.
 	if q := signIn("one@example.com"); q.Get("code") == "" {
 		t.Fatalf("sign-in to an existing account from the limited address: %v", q)
+	}
+}
+
+func TestOAuthSecondFactorAndDisabledAccounts(t *testing.T) {
+	f := newOAuthFixture(t, oidcpeer.Options{UserEmail: "totp@example.com", Users: []string{"off@example.com"}})
+	// An account with an authenticator gets a login ticket, not a session.
+	res, p := f.mustExchange(f.mustSignIn("totp@example.com"))
+	e, _, err := f.svc.Enroll(bg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := rfc6238.Authenticator(e.Secret, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Confirm(bg, p, code); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(30 * time.Second) // the next time step: the code above is used
+	out, err := f.svc.OAuthExchange(bg, f.pid, f.mustSignIn("totp@example.com"), addr)
+	if err != nil || !out.RequiresTOTP || out.LoginTicket == "" || out.Token != "" || out.User != nil {
+		t.Fatalf("exchange for an account with an authenticator = %+v, %v; want a login ticket only", out, err)
+	}
+	code, _ = rfc6238.Authenticator(e.Secret, f.clk.Now())
+	ar, err := f.svc.LoginVerify(bg, f.pid, out.LoginTicket, code, addr)
+	if err != nil || ar.User.ID != res.User.ID {
+		t.Fatalf("login-verify of the OAuth ticket = %+v, %v", ar, err)
+	}
+
+	// A disabled account: a code issued before is void, and a new sign-in
+	// tells the app why.
+	off, _ := f.mustExchange(f.mustSignIn("off@example.com"))
+	pending := f.mustSignIn("off@example.com")
+	if _, _, err := f.svc.DisableUser(bg, f.owner, off.User.ID, addr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.OAuthExchange(bg, f.pid, pending, addr); !errors.Is(err, auth.ErrAccountDisabled) {
+		t.Fatalf("exchange for a disabled account: %v, want ErrAccountDisabled", err)
+	}
+	start, err := f.svc.OAuthStart(bg, f.pid, oauthProvider, oauthApp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := f.mustCallback(f.mustBrowse(start, "off@example.com")); q.Get("error") != "account_disabled" || q.Get("code") != "" {
+		t.Fatalf("sign-in to a disabled account: app got %v", q)
+	}
+	if _, _, err := f.svc.EnableUser(bg, f.owner, off.User.ID, addr); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := f.mustExchange(f.mustSignIn("off@example.com")); again.User.ID != off.User.ID {
+		t.Fatalf("after enabling: signed in to %s, want %s", again.User.ID, off.User.ID)
 	}
 }
