@@ -384,6 +384,18 @@ func TestAccountsOnANode(t *testing.T) {
 	_, err = a.ListAudit(ctx, own, client.AuditQuery{Type: "nap"})
 	wantAPIError(t, "audit with an unknown type", err, 400, "invalid_argument", "type")
 
+	// OAuth without a provider configured: nothing to offer, and each
+	// call refused as the server says.
+	if provs := must[[]client.OAuthProviderSummary](t, "oauth providers")(a.OAuthProviders(ctx)); len(provs) != 0 {
+		t.Fatalf("providers %+v", provs)
+	}
+	_, err = a.OAuthProvider(ctx, own, "github")
+	wantAPIError(t, "an unset provider", err, 404, "not_found", "provider")
+	_, err = a.OAuthExchange(ctx, "ebo_not_a_code")
+	wantAPIError(t, "an unknown one-time code", err, 400, "invalid_code", "")
+	bobTok := must[*client.LoginResult](t, "bob's login")(a.Login(ctx, bob, pw)).Token
+	wantAPIError(t, "delete a provider as a user", a.DeleteOAuthProvider(ctx, bobTok, "github"), 403, "forbidden", "")
+
 	// Leaving: the owner deletes bob; ada deletes herself after a fresh sign-in.
 	mustDo(t, "delete user", a.DeleteUser(ctx, own, linked.User.ID))
 	_, err = a.GetUser(ctx, own, linked.User.ID)
