@@ -676,3 +676,24 @@ func TestSweepRemovesExpiredEmailCodes(t *testing.T) {
 		t.Fatalf("the live code after the sweep: %v", err)
 	}
 }
+
+// An anonymous account has no password to prove again: its session is
+// enough to delete it, however old; its documents go with it.
+func TestDeleteAnonymousAccount(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	res, err := f.svc.SignInAnonymously(bg, f.pid, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.authenticate(res.Token)
+	f.putDoc(p, "users/"+p.UserID+"/a", `{}`)
+	f.clk.Advance(auth.DefaultRecentLogin + time.Hour)
+	if _, err := f.svc.DeleteSelf(bg, p); err != nil {
+		t.Fatalf("delete an anonymous account: %v", err)
+	}
+	f.wantDead("the anonymous session", res.Token)
+	if d, _ := f.store.Get(keys.Doc(f.pid, "users/"+p.UserID+"/a")); d != nil {
+		t.Fatal("the anonymous user's document is left")
+	}
+}
