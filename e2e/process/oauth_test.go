@@ -177,8 +177,12 @@ func TestOAuthAcrossProcesses(t *testing.T) {
 	}
 
 	// A new user: start on n2, callback on n1, exchange on n3, session on n2.
+	t0 := time.Now()
 	q := mustOAuthBrowse(t, ctx, corp, start(n2, "corp"), "new@example.com")
+	t1 := time.Now()
 	s := mustExchange(n3, q)
+	t.Logf("sign-in of a new user: browser from start to the app %v (start, provider login, callback with discovery, token, keys and userinfo), oauth-exchange %v",
+		t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 	if s.User.Email != "new@example.com" || !s.User.EmailVerified || len(s.User.Providers) != 1 || s.User.Providers[0] != "corp" {
 		t.Fatalf("new account = %+v", s.User)
 	}
