@@ -73,6 +73,3 @@ func (s *Server) bearerAuthAction(ctx context.Context, w http.ResponseWriter, r 
 	}
 	return false, nil
 }
-
-// errNotBuilt answers a route of the accounts issue not built yet.
-var errNotBuilt = newError(http.StatusNotImplemented, "not_implemented", "not built yet")
