@@ -629,3 +629,44 @@ func TestOAuthSecondFactorAndDisabledAccounts(t *testing.T) {
 		t.Fatalf("after enabling: signed in to %s, want %s", again.User.ID, off.User.ID)
 	}
 }
+
+// TestOAuthCallbackRace sends the provider's redirect to the callback twice
+// at once (a double-clicked link, or an attacker replaying it): exactly one
+// callback hands the app a code.
+func TestOAuthCallbackRace(t *testing.T) {
+	f := newOAuthFixture(t, oidcpeer.Options{UserEmail: "race@example.com"})
+	for round := range 3 {
+		start, err := f.svc.OAuthStart(bg, f.pid, oauthProvider, oauthApp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb := f.mustBrowse(start, "race@example.com")
+		type answer struct {
+			to  string
+			err error
+		}
+		answers := make(chan answer, 2)
+		for range 2 {
+			go func() {
+				to, err := f.svc.OAuthCallback(bg, oauthProvider, cb)
+				answers <- answer{to, err}
+			}()
+		}
+		codes := 0
+		for range 2 {
+			a := <-answers
+			switch {
+			case a.err != nil && !errors.Is(a.err, auth.ErrInvalidState):
+				t.Fatalf("round %d: callback: %v", round, a.err)
+			case a.err == nil && strings.Contains(a.to, "code="):
+				codes++
+			}
+		}
+		if codes != 1 {
+			t.Fatalf("round %d: %d callbacks handed out a code, want exactly 1", round, codes)
+		}
+	}
+	if docs, _, err := f.store.List(keys.OAuthCodesDir(), "", 10); err != nil || len(docs) != 3 {
+		t.Fatalf("one-time codes stored: %d, %v; want 3", len(docs), err)
+	}
+}
