@@ -625,18 +625,24 @@ func (s *Service) OAuthCallback(ctx context.Context, provider string, in OAuthCa
 	if st.Provider != provider || s.now().Unix() >= st.ExpiresAt {
 		return "", ErrInvalidState
 	}
-	// fail consumes the state and sends the app the error: a state is
-	// good for one answer from the provider, whatever it is.
+	// refuse sends the app the error; fail also consumes the state: a state
+	// is good for one answer from the provider. A code the provider would
+	// not exchange (or whose ID token failed) leaves the state alone: the
+	// same redirect may be in flight twice (a double-clicked link), and the
+	// callback that exchanged the code first must be able to commit.
+	refuse := func(code, desc string) (string, error) {
+		if len(desc) > 300 {
+			desc = desc[:300]
+		}
+		return appRedirect(st.Redirect, url.Values{"error": {code}, "error_description": {desc}}), nil
+	}
 	fail := func(code, desc string) (string, error) {
 		if _, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.now().UnixNano(),
 			Conds: []raftstore.Cond{{Path: doc.Path, Kind: raftstore.CondRevision, Revision: doc.Revision}},
 			Ops:   []raftstore.Op{{Kind: raftstore.OpDelete, Path: doc.Path}}}); err != nil {
 			return "", err
 		}
-		if len(desc) > 300 {
-			desc = desc[:300]
-		}
-		return appRedirect(st.Redirect, url.Values{"error": {code}, "error_description": {desc}}), nil
+		return refuse(code, desc)
 	}
 	if in.Error != "" {
 		code := in.Error
@@ -663,10 +669,10 @@ func (s *Service) OAuthCallback(ctx context.Context, provider string, in OAuthCa
 	switch {
 	case errors.Is(err, errTokenRefused):
 		s.logger.Warn("oauth: ID token refused", "project", st.ProjectID, "provider", provider, "err", err)
-		return fail("invalid_id_token", "the provider's ID token could not be verified")
+		return refuse("invalid_id_token", "the provider's ID token could not be verified")
 	case errors.Is(err, errProviderFailed):
 		s.logger.Warn("oauth: provider failed", "project", st.ProjectID, "provider", provider, "err", err)
-		return fail("provider_error", "the sign-in with the provider failed")
+		return refuse("provider_error", "the sign-in with the provider failed")
 	case err != nil:
 		return "", err
 	}
