@@ -143,6 +143,7 @@ const (
 	auditScanBudget  = 10000
 	auditListPage    = 256
 	auditMaxWindows  = 200
+	auditMaxWindow   = 100 * 365 * 24 * time.Hour
 )
 
 // ListAudit returns a page of project p.ProjectID's audit log, newest first,
@@ -194,11 +195,13 @@ func (s *Service) ListAudit(ctx context.Context, p *Principal, cursor string, li
 		}
 		loTime := hiTime.Add(-width)
 		lo := keys.AuditKey(loTime, "")
-		docs, full, err := s.auditWindow(dir, lo, hi)
+		// A window too narrow to divide (events proposed in one
+		// microsecond, as one txn may) is read whole, however many.
+		docs, full, err := s.auditWindow(dir, lo, hi, width > time.Microsecond)
 		if err != nil {
 			return nil, fmt.Errorf("audit log of %s: %w", p.ProjectID, err)
 		}
-		if full && width > time.Microsecond {
+		if full {
 			width /= 4
 			continue
 		}
@@ -237,16 +240,16 @@ func (s *Service) ListAudit(ctx context.Context, p *Principal, cursor string, li
 			return page, nil
 		}
 		hi, hiTime = lo, loTime
-		if len(docs) < auditWindowCap/4 {
+		if len(docs) < auditWindowCap/4 && width < auditMaxWindow {
 			width *= 2 // sparse here: look further back at once
 		}
 	}
 }
 
 // auditWindow returns the events of dir named from lo (inclusive) to hi
-// (exclusive; "" none), oldest first; full reports that there were more
-// than auditWindowCap of them (docs is then incomplete).
-func (s *Service) auditWindow(dir, lo, hi string) (docs []*raftstore.Document, full bool, err error) {
+// (exclusive; "" none), oldest first; with capped, full reports that there
+// were more than auditWindowCap of them (docs is then incomplete).
+func (s *Service) auditWindow(dir, lo, hi string, capped bool) (docs []*raftstore.Document, full bool, err error) {
 	// List continues after a name: lo ("<ns>-") is never an event's name
 	// and sorts before every "<ns>-<hex>" of its nanosecond.
 	after := lo
@@ -259,7 +262,7 @@ func (s *Service) auditWindow(dir, lo, hi string) (docs []*raftstore.Document, f
 			if hi != "" && keys.Base(d.Path) >= hi {
 				return docs, false, nil
 			}
-			if len(docs) == auditWindowCap {
+			if capped && len(docs) == auditWindowCap {
 				return docs, true, nil
 			}
 			docs = append(docs, d)

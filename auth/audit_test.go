@@ -268,6 +268,9 @@ func TestAuditPaging(t *testing.T) {
 	for range 20 { // one nanosecond
 		ats = append(ats, now.Add(-time.Hour))
 	}
+	for range 1500 { // more than a window's cap in one nanosecond: read whole
+		ats = append(ats, now.Add(-2*time.Hour))
+	}
 	for range 5 { // after the clock (another node's clock ahead)
 		ats = append(ats, now.Add(time.Duration(1+rng.IntN(60))*time.Second))
 	}
