@@ -194,7 +194,6 @@ var (
 	// ErrTemplateKindNotFound means an email template kind that does not
 	// exist was named.
 	ErrTemplateKindNotFound = refusal(http.StatusNotFound, "not_found", "kind", "no such email template; the kinds are verification, password-reset, sign-in-code and change-email")
-
 )
 
 // Status, Code, Message and Field give a *RuleError its HTTP face: 400

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	netmail "net/mail"
+	"net/netip"
 	"strings"
 	"unicode/utf8"
 
