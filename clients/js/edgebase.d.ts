@@ -155,7 +155,7 @@ export interface Auth {
   oauthStartUrl(provider: string, redirect: string): string;
   /** Trades the redirect's one-time code for a session, like login. */
   oauthExchange(code: string): Promise<LoginResult>;
-  /** A start URL that links provider to the signed-in account. */
+  /** The provider's authorization URL (open it in the browser) whose sign-in links provider to the signed-in account. */
   oauthLink(provider: string, redirect: string): Promise<Revisioned & { url: string }>;
   listSessions(): Promise<SessionInfo[]>;
   revokeSession(sessionId: string): Promise<Ok>;

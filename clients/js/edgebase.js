@@ -450,7 +450,7 @@ class Auth {
     return this._signedIn(await this._action('oauth-exchange', { code }));
   }
 
-  /** A start URL that links provider to the signed-in account: {url}. */
+  /** The provider's authorization URL whose sign-in links provider to the signed-in account: {url}. */
   async oauthLink(provider, redirect) {
     return withRevision(await this._action('oauth-link', { provider, redirect }));
   }
