@@ -463,8 +463,10 @@ func (a *Accounts) OAuthExchange(ctx context.Context, code string) (*LoginResult
 	return &r, nil
 }
 
-// OAuthLink returns a start URL that links provider's identity to the
-// caller's account (an anonymous one keeps its id and data).
+// OAuthLink returns the URL to send the browser to (the provider's
+// authorization URL) so that provider's identity is linked to the caller's
+// account (an anonymous one keeps its id and data); the redirect then
+// comes back to redirect as after OAuthStartURL.
 func (a *Accounts) OAuthLink(ctx context.Context, token, provider, redirect string) (string, error) {
 	var r struct {
 		URL string `json:"url"`
