@@ -295,6 +295,8 @@ func TestDefaultLimits(t *testing.T) {
 		PerAddr:                auth.LimitRule{Max: 300, Window: 15 * time.Minute},
 		RegisterPerAddr:        auth.LimitRule{Max: 100, Window: time.Hour},
 		RegisterPerProject:     auth.LimitRule{Max: 10000, Window: time.Hour},
+		EmailSendPerAccount:    auth.LimitRule{Max: 5, Window: 15 * time.Minute},
+		EmailSendPerAddr:       auth.LimitRule{Max: 50, Window: 15 * time.Minute},
 	}
 	if d != want {
 		t.Fatalf("DefaultLimits() = %+v, want %+v", d, want)

@@ -414,10 +414,11 @@ func TestMetricsCluster(t *testing.T) {
 				s.must(t, "edgebase_badger_lsm_size_bytes", "db", db)
 				s.must(t, "edgebase_badger_vlog_size_bytes", "db", db)
 			}
-			// Every node's realtime hub subscribes; the leader's dispatcher too.
+			// Every node's realtime hub subscribes; the leader's push
+			// dispatcher and mail sender too.
 			wantSubs := 1.0
 			if isLeader {
-				wantSubs = 2
+				wantSubs = 3
 			}
 			if v := s.must(t, "edgebase_changefeed_subscribers"); v != wantSubs {
 				t.Errorf("%s: changefeed_subscribers %v, want %v", s.node, v, wantSubs)
