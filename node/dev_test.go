@@ -3,9 +3,9 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"sync"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/internal/proctest"
 	"github.com/edgebase/edgebase/node"
 	"github.com/edgebase/edgebase/node/nodetest"
 )
@@ -37,12 +38,7 @@ func (s *syncBuffer) String() string {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 }
 
 var bannerRE = regexp.MustCompile(`project id\s+: (\S+)\n\s+API key\s+: (\S+)\n\s+owner login\s+: (\S+) / (\S+)\n\s+admin token\s+: (\S+)`)

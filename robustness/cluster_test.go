@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -95,24 +94,13 @@ func brokenBinary(t *testing.T) string {
 	return bins.broken
 }
 
-// freePort returns a loopback port that was free a moment ago; taken keeps
-// one cluster from drawing the same port twice.
+// freePort returns a loopback port reserved for this test process
+// (proctest.FreePort); taken records the cluster's ports.
 func freePort(t *testing.T, taken map[int]bool) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if !taken[p] {
-			taken[p] = true
-			return p
-		}
-	}
-	t.Fatal("free port: no fresh port in 100 tries")
-	return 0
+	p := proctest.FreePort(t)
+	taken[p] = true
+	return p
 }
 
 // ---- one node ----
