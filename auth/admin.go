@@ -274,10 +274,12 @@ func (s *Service) DeleteUser(ctx context.Context, p *Principal, uid, addr string
 	if uid == p.UserID {
 		return 0, ErrOwnAccount
 	}
-	if _, err := s.ownerGuard(p); err != nil {
-		return 0, err
-	}
-	rev, err := s.DeleteAccountAs(ctx, p.ProjectID, uid, p.UserID)
+	// The deletion commits only while the caller's session and account are
+	// as ownerGuard judged them (still an owner, not disabled or signed
+	// out): a demotion racing the delete makes it judged again.
+	rev, err := s.deleteAccount(ctx, p.ProjectID, uid, p.UserID, func(*account) ([]raftstore.Cond, error) {
+		return s.ownerGuard(p)
+	})
 	if errors.Is(err, ErrUserNotFound) {
 		return 0, &FieldError{Field: "id", Err: ErrUserNotFound}
 	}

@@ -490,6 +490,12 @@ func TestAPIKeyOwnerJudgedAtCommit(t *testing.T) {
 	wantErr(t, "demoted owner creates a key", err, auth.ErrForbidden)
 	_, _, err = f.svc.DisableUser(bg, u.p, own.UserID, addr)
 	wantErr(t, "demoted owner disables", err, auth.ErrForbidden)
+	victim := f.register("victim")
+	_, err = f.svc.DeleteUser(bg, u.p, victim.p.UserID, addr)
+	wantErr(t, "demoted owner deletes a user", err, auth.ErrForbidden)
+	if _, err := f.svc.Authenticate(victim.token); err != nil {
+		t.Fatalf("the user a demoted owner tried to delete lost its session: %v", err)
+	}
 }
 
 // BenchmarkAdmin measures, on a project of 5,000 accounts and 50 API keys:
