@@ -33,11 +33,7 @@ func (s *Server) auditList(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	// projectKey reads strongly: every event committed before the request
 	// (through any node) is on the page.
-	pid, err := s.projectKey(ctx, r)
-	if err != nil {
-		return err
-	}
-	p, err := s.projectPrincipal(ctx, r, pid)
+	p, err := s.projectCaller(ctx, r)
 	if err != nil {
 		return err
 	}

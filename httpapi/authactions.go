@@ -31,6 +31,17 @@ func (s *Server) accountsRoutes() {
 	s.mux.HandleFunc("/api/auth/audit", s.handleAudit)
 }
 
+// projectCaller resolves a request's project key (after a strong sync, see
+// projectKey) and its bearer token, which must belong to that project. The
+// service judges what the caller may do (owner routes: ownerCall).
+func (s *Server) projectCaller(ctx context.Context, r *http.Request) (*auth.Principal, error) {
+	pid, err := s.projectKey(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return s.projectPrincipal(ctx, r, pid)
+}
+
 // publicAuthAction serves the accounts issue's /api/auth actions that need
 // no bearer token (the project key is checked); handled is false for any
 // other action.

@@ -21,18 +21,6 @@ type smtpBody struct {
 	Security string `json:"security"`
 }
 
-// settingsCaller resolves the project key and the bearer of a settings
-// request; the service judges whether the caller is an owner (and again at
-// the commit).
-func (s *Server) settingsCaller(r *http.Request) (*auth.Principal, error) {
-	ctx := r.Context()
-	pid, err := s.projectKey(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return s.projectPrincipal(ctx, r, pid)
-}
-
 func (s *Server) handleSMTP(w http.ResponseWriter, r *http.Request) {
 	if err := s.smtpAction(w, r); err != nil {
 		s.writeError(w, r, err)
@@ -53,7 +41,7 @@ func (s *Server) smtpAction(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return methodNotAllowed("GET", "PUT", "DELETE")
 	}
-	p, err := s.settingsCaller(r)
+	p, err := s.projectCaller(r.Context(), r)
 	if err != nil {
 		return err
 	}
@@ -90,7 +78,7 @@ func (s *Server) handleEmailTemplates(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, methodNotAllowed("GET"))
 		return
 	}
-	p, err := s.settingsCaller(r)
+	p, err := s.projectCaller(r.Context(), r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -120,7 +108,7 @@ func (s *Server) emailTemplateAction(w http.ResponseWriter, r *http.Request) err
 	default:
 		return methodNotAllowed("PUT", "DELETE")
 	}
-	p, err := s.settingsCaller(r)
+	p, err := s.projectCaller(r.Context(), r)
 	if err != nil {
 		return err
 	}

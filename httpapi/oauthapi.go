@@ -67,11 +67,7 @@ func (s *Server) oauthProvider(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	pid, err := s.projectKey(ctx, r)
-	if err != nil {
-		return err
-	}
-	p, err := s.projectPrincipal(ctx, r, pid)
+	p, err := s.projectCaller(ctx, r)
 	if err != nil {
 		return err
 	}

@@ -134,11 +134,7 @@ func (s *Server) userOp(w http.ResponseWriter, r *http.Request) error {
 // ownerCall checks the project key (after a strong sync) and resolves the
 // bearer token of that project, which must be an owner's.
 func (s *Server) ownerCall(ctx context.Context, r *http.Request) (*auth.Principal, error) {
-	pid, err := s.projectKey(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.projectPrincipal(ctx, r, pid)
+	p, err := s.projectCaller(ctx, r)
 	if err != nil {
 		return nil, err
 	}
