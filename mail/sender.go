@@ -227,28 +227,9 @@ func (s *Sender) Run(ctx context.Context) {
 // the outbox; not the sender's own progress writes).
 func (s *Sender) watchFeed(ctx context.Context) {
 	dir := keys.Under(keys.MailOutboxDir())
-	for ctx.Err() == nil {
-		sub := s.cfg.Feed.Subscribe(64)
-		s.Poke() // anything queued before the subscription
-	read:
-		for {
-			select {
-			case <-ctx.Done():
-				sub.Close()
-				return
-			case b, ok := <-sub.C():
-				if !ok {
-					break read // lagged: subscribe again
-				}
-				for _, ev := range b.Events {
-					if ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision && strings.HasPrefix(ev.Path, dir) {
-						s.Poke()
-						break
-					}
-				}
-			}
-		}
-	}
+	s.cfg.Feed.Wake(ctx, 64, func(ev raftstore.Event) bool {
+		return ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision && strings.HasPrefix(ev.Path, dir)
+	}, s.Poke)
 }
 
 // pass works through the outbox once: it sends every due record (at most

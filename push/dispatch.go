@@ -83,31 +83,12 @@ func (d *dispatcher) poke() {
 // schedule, or a project's switch.
 func (d *dispatcher) watchFeed(ctx context.Context) {
 	defer d.wg.Done()
-	for ctx.Err() == nil {
-		sub := d.s.feed.Subscribe(256)
-		d.poke() // anything committed before the subscription
-	read:
-		for {
-			select {
-			case <-ctx.Done():
-				sub.Close()
-				return
-			case b, ok := <-sub.C():
-				if !ok {
-					break read
-				}
-				for _, ev := range b.Events {
-					// New jobs and schedules, and project switches; not the
-					// dispatcher's own claims and marks.
-					created := ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision
-					if (created && keys.InPushQueues(ev.Path)) || keys.IsPushSettings(ev.Path) {
-						d.poke()
-						break
-					}
-				}
-			}
-		}
-	}
+	d.s.feed.Wake(ctx, 256, func(ev raftstore.Event) bool {
+		// New jobs and schedules, and project switches; not the
+		// dispatcher's own claims and marks.
+		created := ev.Doc != nil && ev.Doc.CreateRevision == ev.Revision
+		return (created && keys.InPushQueues(ev.Path)) || keys.IsPushSettings(ev.Path)
+	}, d.poke)
 }
 
 func (d *dispatcher) noteLock(nid string) *sync.Mutex {

@@ -73,6 +73,36 @@ func (f *Feed) Subscribe(buffer int) *Subscription {
 	return s
 }
 
+// Wake calls wake whenever a committed batch holds an event that match
+// accepts, and once after each subscription is made (for what committed
+// before it), until ctx ends: how a leader-only loop (the push dispatcher,
+// the mail sender) learns of new work without polling. A subscription cut
+// off for lagging is made again. buffer sizes its queue (Subscribe).
+func (f *Feed) Wake(ctx context.Context, buffer int, match func(Event) bool, wake func()) {
+	for ctx.Err() == nil {
+		sub := f.Subscribe(buffer)
+		wake()
+	read:
+		for {
+			select {
+			case <-ctx.Done():
+				sub.Close()
+				return
+			case b, ok := <-sub.C():
+				if !ok {
+					break read // lagged: subscribe again
+				}
+				for _, ev := range b.Events {
+					if match(ev) {
+						wake()
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
 // growRecent resizes the ring of recent revisions to n, keeping what it
 // holds. Callers hold f.mu.
 func (f *Feed) growRecent(n int) {
