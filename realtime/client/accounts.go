@@ -143,19 +143,8 @@ func (a *Accounts) request(ctx context.Context, method, path, token string, body
 // apiError reads the error shape; an answer without it (a proxy's page)
 // keeps its text as the message.
 func apiError(resp *http.Response, b []byte) *APIError {
-	e := &APIError{Status: resp.StatusCode, Code: fmt.Sprintf("http_%d", resp.StatusCode)}
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			Field   string `json:"field"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
-		e.Code, e.Message, e.Field = body.Error.Code, body.Error.Message, body.Error.Field
-	} else {
-		e.Message = strings.TrimSpace(string(b[:min(len(b), 1024)]))
-	}
+	e := &APIError{Status: resp.StatusCode}
+	e.Code, e.Message, e.Field = errorBody(resp.StatusCode, b)
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}

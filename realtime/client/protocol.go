@@ -194,6 +194,14 @@ func httpError(resp *http.Response) *Error {
 		return e
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	e.Code, e.Message, e.Field = errorBody(resp.StatusCode, b)
+	return e
+}
+
+// errorBody reads the REST error shape {"error":{"code","message","field"}}
+// from an answer's body b; an answer without it (a proxy's page) gives the
+// code http_<status> and its text (at most 1 KiB) as the message.
+func errorBody(status int, b []byte) (code, message, field string) {
 	var body struct {
 		Error struct {
 			Code    string `json:"code"`
@@ -202,11 +210,9 @@ func httpError(resp *http.Response) *Error {
 		} `json:"error"`
 	}
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
-		e.Code, e.Message, e.Field = body.Error.Code, body.Error.Message, body.Error.Field
-	} else {
-		e.Message = strings.TrimSpace(string(b))
+		return body.Error.Code, body.Error.Message, body.Error.Field
 	}
-	return e
+	return fmt.Sprintf("http_%d", status), strings.TrimSpace(string(b[:min(len(b), 1024)])), ""
 }
 
 // finalCloseCodes end a connection for good: reconnecting would be refused
