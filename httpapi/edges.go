@@ -22,8 +22,9 @@ const (
 // go on.
 func (s *Server) edgeRefusal(r *http.Request) *apiError {
 	// The path as sent (escaped): a segment with an encoded "/" is one
-	// segment, which the routes judge.
-	if p := r.URL.EscapedPath(); p == "" || p[0] != '/' || (p != "/" && path.Clean(p) != p) {
+	// segment, which the routes judge. "/_/" (the console) is the one
+	// route that ends in a slash.
+	if p := r.URL.EscapedPath(); p == "" || p[0] != '/' || (p != "/" && p != "/_/" && path.Clean(p) != p) {
 		return newError(http.StatusNotFound, "not_found", "no such route (the path is not in canonical form)")
 	}
 	if len(r.URL.RequestURI()) > maxURLBytes {

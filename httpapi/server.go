@@ -240,6 +240,7 @@ func (s *Server) routes() {
 		s.pushRoutes()
 	}
 	s.sdkRoutes()
+	s.consoleRoutes()
 	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
 	s.mux.HandleFunc("/admin/projects/{id}/owner", s.admin(s.handleSetOwner))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
