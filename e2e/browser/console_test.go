@@ -62,3 +62,24 @@ func (e *consoleEnv) newTab(t *testing.T, p *page) *page {
 	t.Fatal("TODO(H-core): newTab")
 	return nil
 }
+
+// tabTo presses Tab in p until the element matching selector has focus,
+// failing when it is never reached (every control must be reachable with
+// the keyboard alone).
+func (e *consoleEnv) tabTo(t *testing.T, p *page, selector string) {
+	t.Helper()
+	t.Fatal("TODO(H-core): tabTo")
+}
+
+// key sends one key (e.g. "Enter", " ", "Escape") to the focused element of p.
+func (e *consoleEnv) key(t *testing.T, p *page, key string) {
+	t.Helper()
+	t.Fatal("TODO(H-core): key")
+}
+
+// typeInto focuses the element matching selector and types text with real
+// key events (replacing what it held).
+func (e *consoleEnv) typeInto(t *testing.T, p *page, selector, text string) {
+	t.Helper()
+	t.Fatal("TODO(H-core): typeInto")
+}
