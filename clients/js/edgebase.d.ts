@@ -294,6 +294,15 @@ export interface OAuthProvider {
   secretSet: boolean;
 }
 
+/** A session of an account as its owner sees it (admin.users.sessions). */
+export interface UserSessionInfo {
+  id: string;
+  createdAt: string;
+  lastUsedAt: string;
+  address: string;
+  userAgent: string;
+}
+
 /** The project owner's administration (403 forbidden for anyone else). */
 export interface Admin {
   users: {
@@ -304,6 +313,12 @@ export interface Admin {
     enable(id: string): Promise<Revisioned & { user: User }>;
     revokeSessions(id: string): Promise<Ok>;
     delete(id: string): Promise<Revisioned & { ok: true; deleted: true }>;
+    /** The set-role action: another account of the project becomes an owner or a user. */
+    setRole(id: string, role: 'owner' | 'user'): Promise<Revisioned & { user: User }>;
+    /** The account's sessions. */
+    sessions(id: string): Promise<UserSessionInfo[]>;
+    /** Ends one session of the account. */
+    revokeSession(id: string, sessionId: string): Promise<Ok>;
   };
   keys: {
     create(name: string): Promise<APIKeyCreated>;
@@ -440,6 +455,60 @@ export interface QueryPage<T = JSONObject> {
 /** A live query: a query without startAfter. */
 export type LiveQuery = Omit<Query, 'startAfter'>;
 
+export interface Child {
+  /** The segment, e.g. "u1". */
+  name: string;
+  /** Its full path, e.g. "users/u1". */
+  path: string;
+  /** A document exists at path. */
+  document: boolean;
+  /** Something is below path. */
+  children: boolean;
+}
+
+export interface ChildrenPage {
+  children: Child[];
+  nextPageToken?: string;
+}
+
+export interface RulesTest {
+  op: 'read' | 'write';
+  path: string;
+  /** Absent or "": an unauthenticated caller. */
+  userId?: string;
+  /** For a write: request.data (absent: a delete). */
+  data?: JSONObject;
+  /** Absent: the rules in force. */
+  rules?: Rule[];
+}
+
+export interface RulesTestResult {
+  allowed: boolean;
+  /** Index of the deciding rule; -1 when no rule matched. */
+  rule: number;
+  match: string;
+  expression: string;
+  auth: { uid: string; role: string; email: string } | null;
+  /** The evaluation error (then allowed is false). */
+  error?: string;
+}
+
+export interface IndexField {
+  field: string;
+  direction?: 'asc' | 'desc';
+}
+
+export interface IndexDefinition {
+  collection: string;
+  collectionGroup?: boolean;
+  fields: IndexField[];
+}
+
+export interface IndexInfo extends IndexDefinition {
+  id: string;
+  state: 'building' | 'ready' | string;
+}
+
 export interface Db {
   /** The document, or null when there is none. */
   get<T = JSONObject>(path: string, opts?: ReadOptions): Promise<Document<T> | null>;
@@ -457,6 +526,14 @@ export interface Db {
   getRules(): Promise<{ rules: Rule[] }>;
   /** Owner only. */
   setRules(rules: Rule[]): Promise<Revisioned & { rules: Rule[] }>;
+  /** The direct child segments of path ("" = the root), owner only. */
+  children(path: string, opts?: ListOptions): Promise<ChildrenPage>;
+  /** Evaluates the rules for one request without saving, owner only. */
+  testRules(t: RulesTest): Promise<RulesTestResult>;
+  /** The declared indexes with their state on the answering node, owner only. */
+  getIndexes(opts?: ReadOptions): Promise<{ indexes: IndexInfo[] }>;
+  /** Replaces the whole list of indexes, owner only. */
+  setIndexes(indexes: IndexDefinition[]): Promise<Revisioned & { indexes: IndexInfo[] }>;
 }
 
 export interface SnapshotEvent<T = JSONObject> {
@@ -645,13 +722,30 @@ export interface Sent extends Revisioned {
   targets: number;
 }
 
+export interface FCMCredentialsInfo {
+  configured: boolean;
+  fcmProjectId: string;
+  clientEmail: string;
+  updatedAt: string;
+}
+
 export interface Push {
   register(token: string, platform?: Platform): Promise<Revisioned & { token: string; platform: Platform; registeredAt: string }>;
   unregister(token: string): Promise<Ok>;
-  devices(): Promise<Device[]>;
+  /** The caller's devices; an owner may name another user. */
+  devices(opts?: { userId?: string }): Promise<Device[]>;
   subscribe(topic: string): Promise<Revisioned & { topic: string; subscribed: true }>;
   unsubscribe(topic: string): Promise<Revisioned & { topic: string; subscribed: false }>;
-  topics(): Promise<string[]>;
+  /** The caller's topics; an owner may name another user. */
+  topics(opts?: { userId?: string }): Promise<string[]>;
+  /** Every topic of the project with its subscribers, owner only. */
+  projectTopics(): Promise<{ topic: string; subscribers: number }[]>;
+  /** Owner only. */
+  pushEnabled(): Promise<{ projectId: string; pushEnabled: boolean }>;
+  /** Owner only; never the key. */
+  getCredentials(): Promise<FCMCredentialsInfo>;
+  /** The service-account JSON file as Firebase gives it (object or string), owner only. */
+  setCredentials(serviceAccount: JSONObject | string): Promise<FCMCredentialsInfo & Revisioned>;
   getPreferences(): Promise<Preferences>;
   setPreferences(prefs: Partial<Preferences>): Promise<Preferences & Revisioned>;
   history(opts?: PageOptions): Promise<{ notifications: HistoryItem[]; nextCursor: string }>;
@@ -681,3 +775,76 @@ export interface EdgebaseClient {
 
 export function createClient(options: ClientOptions): EdgebaseClient;
 export default createClient;
+
+export interface OperatorOptions {
+  /** The node's base URL; in a browser, the page's origin by default. */
+  url?: string;
+  /** The cluster's admin token (--admin-token). */
+  adminToken: string;
+  fetch?: (input: string, init?: any) => Promise<any>;
+  /** Retries of safe requests on 429/503/network errors (default 3). */
+  retries?: number;
+  /** Longest wait before a retry, in seconds (default 10). */
+  maxRetryWait?: number;
+  /** Milliseconds until a request without an answer fails (default 30000). */
+  timeout?: number;
+}
+
+export interface ProjectInfo {
+  id: string;
+  name: string;
+  createdAt: string;
+  documents: number;
+  bytes: number;
+  lastWrite: { revision: number; time: string } | null;
+}
+
+export interface ProjectCreated extends Revisioned {
+  projectId: string;
+  /** Shown once: the server keeps only its hash. */
+  apiKey: string;
+  ownerId: string;
+}
+
+export interface NodeStatus {
+  id: string;
+  httpAddr: string;
+  raftAddr: string;
+  voter: boolean;
+  /** leader, follower, candidate, unreachable, ... */
+  state: string;
+  appliedIndex: number;
+}
+
+export interface ClusterStatus {
+  leader: string;
+  nodes: NodeStatus[];
+}
+
+export interface Backup {
+  blob: Blob;
+  filename: string;
+  revision: number | null;
+}
+
+export interface OperatorClient {
+  readonly url: string;
+  projects: {
+    list(opts?: { limit?: number; cursor?: string }): Promise<{ projects: ProjectInfo[]; nextCursor: string }>;
+    create(p: { name: string; ownerEmail: string; ownerPassword: string }): Promise<ProjectCreated>;
+    /** Makes the project's account with this email an owner. */
+    setOwner(id: string, email: string): Promise<Revisioned & { user: User }>;
+  };
+  cluster: {
+    status(): Promise<ClusterStatus>;
+    removeNode(id: string): Promise<{ removed: string }>;
+    /** Hands the leadership to voter id (absent: any other voter); answers once done. */
+    transferLeadership(id?: string): Promise<{ leader: string }>;
+  };
+  /** A backup of the whole cluster (GET /admin/backup). */
+  backup(): Promise<Backup>;
+  /** The Prometheus text of GET /metrics of the node at url. */
+  metrics(): Promise<string>;
+}
+
+export function createOperator(options: OperatorOptions): OperatorClient;

@@ -77,38 +77,33 @@ export function createClient(options) {
   return new Client(options || {});
 }
 
-class Client {
-  constructor(o) {
+/**
+ * The transport both clients share: one API call with timeouts, retries of
+ * safe requests and EdgebaseError for every failure. A subclass gives the
+ * credentials in _headers().
+ */
+class Http {
+  constructor(o, what) {
     let url = o.url;
     if (!url && typeof location !== 'undefined') url = location.origin;
-    if (!url) throw new EdgebaseError({ code: 'invalid_argument', field: 'url', message: 'createClient needs a url' });
-    if (!o.projectId) throw new EdgebaseError({ code: 'invalid_argument', field: 'projectId', message: 'createClient needs a projectId' });
+    if (!url) throw new EdgebaseError({ code: 'invalid_argument', field: 'url', message: what + ' needs a url' });
     this.url = String(url).replace(/\/+$/, '');
-    this.projectId = o.projectId;
-    this.apiKey = o.apiKey || '';
     this.fetch = o.fetch || (typeof fetch !== 'undefined' ? fetch.bind(globalThis) : null);
     this.retries = o.retries == null ? 3 : o.retries;
     this.maxRetryWait = o.maxRetryWait == null ? 10 : o.maxRetryWait;
     this.timeout = o.timeout == null ? 30000 : o.timeout;
-    this.auth = new Auth(this, o.storage || defaultStorage());
-    this.db = new Db(this);
-    this.realtime = new Realtime(this, o);
-    this.push = new Push(this);
-    this.admin = new Admin(this);
   }
 
-  /** Closes the realtime connection and stops listening to storage. */
-  close() {
-    this.realtime.close();
-    this.auth._detach();
-  }
+  _headers() { return {}; }
 
   /**
    * One API call. Retries 429 and 503 (bounded, honouring Retry-After) only
-   * when safe is true: reads and writes that carry If-Match.
+   * when safe is true: reads and writes that carry If-Match. body is sent
+   * as JSON, rawBody (a string) as it is; as is 'json' (the default),
+   * 'text' or 'blob': how a successful answer is read.
    */
-  async request(method, path, { query, body, headers, safe = false } = {}) {
-    if (!this.fetch) throw new EdgebaseError({ code: 'fetch_unavailable', message: 'no fetch: pass one in createClient options' });
+  async request(method, path, { query, body, rawBody, headers, safe = false, as = 'json' } = {}) {
+    if (!this.fetch) throw new EdgebaseError({ code: 'fetch_unavailable', message: 'no fetch: pass one in the client options' });
     let target = this.url + path;
     if (query) {
       const q = new URLSearchParams();
@@ -116,17 +111,17 @@ class Client {
       const s = q.toString();
       if (s) target += '?' + s;
     }
-    const h = { 'X-Project-Id': this.projectId };
-    if (this.apiKey) h['X-API-Key'] = this.apiKey;
-    const token = this.auth.token();
-    if (token) h.Authorization = 'Bearer ' + token;
-    if (body !== undefined) h['Content-Type'] = 'application/json';
+    const h = this._headers();
+    let payload;
+    if (rawBody !== undefined) payload = rawBody;
+    else if (body !== undefined) payload = JSON.stringify(body);
+    if (payload !== undefined) h['Content-Type'] = 'application/json';
     Object.assign(h, headers);
-    const init = { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) };
+    const init = { method, headers: h, body: payload };
     for (let attempt = 0; ; attempt++) {
       let err;
       try {
-        return await this._once(target, init, method);
+        return await this._once(target, init, method, as);
       } catch (e) {
         err = e;
       }
@@ -140,7 +135,7 @@ class Client {
     }
   }
 
-  async _once(target, init, method) {
+  async _once(target, init, method, as = 'json') {
     let res;
     const ctl = typeof AbortController !== 'undefined' && this.timeout > 0 ? new AbortController() : null;
     const timer = ctl ? setTimeout(() => ctl.abort(), this.timeout) : null;
@@ -153,6 +148,18 @@ class Client {
     } finally {
       if (timer) clearTimeout(timer);
     }
+    const requestId = res.headers.get('X-Request-Id');
+    const rev = res.headers.get('X-Revision');
+    if (res.ok && as !== 'json') {
+      let data;
+      try {
+        data = as === 'blob' ? await res.blob() : await res.text();
+      } catch (e) {
+        throw new EdgebaseError({ status: 0, code: 'network_error', message: `${method} ${target}: ${e && e.message ? e.message : e}`,
+          requestId, cause: e });
+      }
+      return { status: res.status, data, revision: rev ? Number(rev) : null, headers: res.headers };
+    }
     const text = await res.text();
     let data = null;
     if (text) {
@@ -162,7 +169,6 @@ class Client {
         data = null;
       }
     }
-    const requestId = res.headers.get('X-Request-Id');
     if (!res.ok) {
       const e = (data && data.error) || {};
       const message = e.message || `${res.status} ${res.statusText || ''}`.trim();
@@ -172,8 +178,35 @@ class Client {
         unknownOutcome: method !== 'GET' && res.status === 503 && UNKNOWN_OUTCOME.test(message),
       });
     }
-    const rev = res.headers.get('X-Revision');
-    return { status: res.status, data, revision: rev ? Number(rev) : null };
+    return { status: res.status, data, revision: rev ? Number(rev) : null, headers: res.headers };
+  }
+}
+
+class Client extends Http {
+  constructor(o) {
+    super(o, 'createClient');
+    if (!o.projectId) throw new EdgebaseError({ code: 'invalid_argument', field: 'projectId', message: 'createClient needs a projectId' });
+    this.projectId = o.projectId;
+    this.apiKey = o.apiKey || '';
+    this.auth = new Auth(this, o.storage || defaultStorage());
+    this.db = new Db(this);
+    this.realtime = new Realtime(this, o);
+    this.push = new Push(this);
+    this.admin = new Admin(this);
+  }
+
+  /** Closes the realtime connection and stops listening to storage. */
+  close() {
+    this.realtime.close();
+    this.auth._detach();
+  }
+
+  _headers() {
+    const h = { 'X-Project-Id': this.projectId };
+    if (this.apiKey) h['X-API-Key'] = this.apiKey;
+    const token = this.auth.token();
+    if (token) h.Authorization = 'Bearer ' + token;
+    return h;
   }
 }
 
@@ -569,6 +602,43 @@ class Db {
   async setRules(rules) {
     return withRevision(await this._c.request('PUT', '/api/db/rules', { body: { rules } }));
   }
+
+  /**
+   * One page of the direct child segments of path ("" or absent: the root)
+   * that hold a document or have something below them, in key order
+   * (owner only): {children:[{name, path, document, children}], nextPageToken?}.
+   */
+  async children(path, opts) {
+    const o = opts || {};
+    return (await this._c.request('GET', '/api/db/children', {
+      query: { collection: path || undefined, limit: o.limit, pageToken: o.pageToken, consistency: o.consistency },
+      headers: readHeaders(o), safe: true,
+    })).data;
+  }
+
+  /**
+   * Evaluates the rules for one request without saving anything (owner
+   * only): t is {op: "read"|"write", path, userId?, data?, rules?}; without
+   * rules, the rules in force. Answers {allowed, rule, match, expression, auth, error?}.
+   */
+  async testRules(t) {
+    const o = t || {};
+    const body = { op: o.op, path: o.path };
+    for (const k of ['userId', 'data', 'rules']) if (o[k] !== undefined) body[k] = o[k];
+    return (await this._c.request('POST', '/api/db/rules/test', { body, safe: true })).data;
+  }
+
+  /** The project's declared indexes with their state on the node that answers (owner only). */
+  async getIndexes(opts) {
+    return (await this._c.request('GET', '/api/db/indexes', {
+      query: { consistency: opts && opts.consistency }, headers: readHeaders(opts), safe: true,
+    })).data;
+  }
+
+  /** Replaces the project's whole list of indexes (owner only): {indexes, revision}. */
+  async setIndexes(indexes) {
+    return withRevision(await this._c.request('PUT', '/api/db/indexes', { body: { indexes: indexes || [] } }));
+  }
 }
 
 // ---------------------------------------------------------------- push
@@ -586,10 +656,23 @@ class Push {
 
   register(token, platform) { return this._post('register', { token, deviceInfo: { platform: platform || 'web' } }); }
   unregister(token) { return this._post('unregister', { token }); }
-  async devices() { return (await this._get('devices')).devices; }
+  /** The caller's devices; an owner may name another user with {userId}. */
+  async devices(opts) { return (await this._get('devices', { userId: opts && opts.userId })).devices; }
   subscribe(topic) { return this._post('subscribe', { topic }); }
   unsubscribe(topic) { return this._post('unsubscribe', { topic }); }
-  async topics() { return (await this._get('topics')).topics; }
+  /** The caller's topics; an owner may name another user with {userId}. */
+  async topics(opts) { return (await this._get('topics', { userId: opts && opts.userId })).topics; }
+  /** Every topic of the project with its number of subscribers (owner only): [{topic, subscribers}]. */
+  async projectTopics() { return (await this._get('project-topics')).topics || []; }
+  /** Whether push is on for the project (owner only): {projectId, pushEnabled}. */
+  pushEnabled() { return this._get('toggle-push'); }
+  /** The project's FCM credentials, never the key (owner only): {configured, fcmProjectId, clientEmail, updatedAt}. */
+  getCredentials() { return this._get('fcm-credentials'); }
+  /** Sets the FCM service account: the JSON file as Firebase gives it, as an object or a string (owner only). */
+  async setCredentials(serviceAccount) {
+    const rawBody = typeof serviceAccount === 'string' ? serviceAccount : JSON.stringify(serviceAccount);
+    return withRevision(await this._c.request('PUT', '/api/notifications/fcm-credentials', { rawBody }));
+  }
   getPreferences() { return this._get('preferences'); }
   async setPreferences(prefs) {
     return withRevision(await this._c.request('PUT', '/api/notifications/preferences', { body: prefs || {} }));
@@ -626,6 +709,12 @@ class Admin {
       enable: (id) => write('POST', '/api/auth/users/' + enc(id) + '/enable'),
       revokeSessions: (id) => write('POST', '/api/auth/users/' + enc(id) + '/revoke-sessions'),
       delete: (id) => write('DELETE', '/api/auth/users/' + enc(id)),
+      /** Makes another account of the project an owner or a user (the set-role action): {user, revision}. */
+      setRole: (id, role) => write('POST', '/api/auth', { action: 'set-role', userId: id, role }),
+      /** The account's sessions: [{id, createdAt, lastUsedAt, address, userAgent}]. */
+      sessions: async (id) => (await get('/api/auth/users/' + enc(id) + '/sessions')).sessions || [],
+      /** Ends one session of the account: {ok, revision}. */
+      revokeSession: (id, sessionId) => write('DELETE', '/api/auth/users/' + enc(id) + '/sessions/' + enc(sessionId)),
     };
     this.keys = {
       create: (name) => write('POST', '/api/keys', { name }),
@@ -664,6 +753,99 @@ class Admin {
       set: (provider, config) => write('PUT', '/api/auth/oauth/' + enc(provider), config),
       delete: (provider) => write('DELETE', '/api/auth/oauth/' + enc(provider)),
     };
+  }
+}
+
+// ---------------------------------------------------------------- operator
+
+/**
+ * Creates a client of the cluster's operator: the /admin routes with the
+ * admin token (Authorization: Bearer), and /metrics.
+ * @param {import('./edgebase').OperatorOptions} options
+ * @returns {import('./edgebase').OperatorClient}
+ */
+export function createOperator(options) {
+  return new Operator(options || {});
+}
+
+const BACKUP_MAGIC = 'edgebase backup\n';
+
+/** The revision in a backup file's header (magic, version, uvarint length, JSON), or null. */
+async function backupRevision(blob) {
+  try {
+    const head = new Uint8Array(await blob.slice(0, 16 + 1 + 10 + (64 << 10)).arrayBuffer());
+    if (new TextDecoder().decode(head.subarray(0, 16)) !== BACKUP_MAGIC) return null;
+    let n = 0;
+    let shift = 0;
+    let i = 17;
+    for (; i < head.length && i < 27; i++) {
+      n += (head[i] & 0x7f) * 2 ** shift;
+      shift += 7;
+      if (head[i] < 0x80) break;
+    }
+    i++;
+    if (i + n > head.length) return null;
+    const info = JSON.parse(new TextDecoder().decode(head.subarray(i, i + n)));
+    return typeof info.revision === 'number' ? info.revision : null;
+  } catch (_) {
+    return null;
+  }
+}
+
+/** The filename of a Content-Disposition header, or null. */
+function dispositionFilename(v) {
+  if (!v) return null;
+  const star = /filename\*\s*=\s*(?:UTF-8|utf-8)''([^;]+)/.exec(v);
+  if (star) {
+    try {
+      return decodeURIComponent(star[1].trim());
+    } catch (_) {
+      // fall through to the plain form
+    }
+  }
+  const m = /filename\s*=\s*(?:"([^"]*)"|([^;\s]+))/.exec(v);
+  return m ? (m[1] !== undefined ? m[1] : m[2]) : null;
+}
+
+class Operator extends Http {
+  constructor(o) {
+    super(o, 'createOperator');
+    if (!o.adminToken) throw new EdgebaseError({ code: 'invalid_argument', field: 'adminToken', message: 'createOperator needs an adminToken' });
+    this._token = o.adminToken;
+    const get = async (path, query) => (await this.request('GET', path, { query, safe: true })).data;
+    const write = async (method, path, body) => withRevision(await this.request(method, path, body === undefined ? {} : { body }));
+    const enc = encodeURIComponent;
+    this.projects = {
+      list: (opts) => get('/admin/projects', { limit: opts && opts.limit, cursor: opts && opts.cursor || undefined }),
+      create: (p) => write('POST', '/admin/projects', { name: p && p.name, ownerEmail: p && p.ownerEmail, ownerPassword: p && p.ownerPassword }),
+      setOwner: (id, email) => write('PUT', '/admin/projects/' + enc(id) + '/owner', { email }),
+    };
+    this.cluster = {
+      status: () => get('/admin/cluster'),
+      removeNode: async (id) => (await this.request('DELETE', '/admin/cluster/nodes/' + enc(id))).data,
+      transferLeadership: async (id) => (await this.request('POST', '/admin/cluster/leader', { body: id ? { id } : {} })).data,
+    };
+  }
+
+  _headers() { return { Authorization: 'Bearer ' + this._token }; }
+
+  /**
+   * A backup of the whole cluster: {blob, filename, revision}. The revision
+   * comes from X-Revision when the answer carries it (it is a trailer, which
+   * fetch does not show), else from the file's own header.
+   */
+  async backup() {
+    const r = await this.request('GET', '/admin/backup', { safe: true, as: 'blob' });
+    const blob = r.data;
+    let revision = r.revision;
+    if (revision == null) revision = await backupRevision(blob);
+    const filename = dispositionFilename(r.headers.get('Content-Disposition')) || 'edgebase-backup.ebbk';
+    return { blob, filename, revision };
+  }
+
+  /** The Prometheus text of GET /metrics of the node at url. */
+  async metrics() {
+    return (await this.request('GET', '/metrics', { safe: true, as: 'text' })).data;
   }
 }
 

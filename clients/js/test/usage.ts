@@ -4,6 +4,7 @@ import createDefault, {
   createClient, EdgebaseError, EdgebaseClient, Document, RealtimeEvent, Notification, RealtimeStatus,
   StorageAdapter, BatchWrite, LoginResult, Preferences, Query, QueryEvent, QuerySubscription,
   User, PasswordReset, OAuthProviderSummary, SessionInfo, APIKeyCreated, AuditEvent, SMTPSettingsInfo, EmailKind, AuthSettings,
+  createOperator, OperatorClient, ProjectInfo, NodeStatus, Child, RulesTestResult, IndexInfo, UserSessionInfo, FCMCredentialsInfo,
 } from '../edgebase.js';
 
 interface Note {
@@ -269,4 +270,59 @@ export async function accounts(c: EdgebaseClient): Promise<void> {
   await c.admin.oauthProviders.delete('corp');
   void [verified, already, u1, u2, byCode, byLink, changedByLink, codeSent, changed, isAnon, sameId, providers, start, ex, linkUrl, current, gone,
     firstUser, more, one, disabled, secret, prefix, ev, smtp, pwSet, custom, settings, anonOn, listed, secretSet, issuer];
+}
+
+// The console's additions: the owner's tools and the operator client.
+export async function consoleAdditions(c: EdgebaseClient): Promise<void> {
+  const page = await c.db.children('users', { limit: 10, pageToken: 't', consistency: 'local' });
+  const child: Child = page.children[0];
+  const hasDoc: boolean = child.document;
+  const next: string | undefined = page.nextPageToken;
+  const root = await c.db.children('');
+  const t: RulesTestResult = await c.db.testRules({ op: 'write', path: 'notes/n1', userId: 'uid', data: { title: 'x' },
+    rules: [{ match: 'notes/{id}', read: 'true', write: 'auth != null' }] });
+  const allowed: boolean = t.allowed;
+  const ruleIndex: number = t.rule;
+  const uid: string | undefined = t.auth?.uid;
+  await c.db.testRules({ op: 'read', path: 'notes/n1' });
+  const ix = await c.db.getIndexes({ consistency: 'strong' });
+  const first: IndexInfo = ix.indexes[0];
+  const state: string = first.state;
+  const setIx = await c.db.setIndexes([{ collection: 'orders', fields: [{ field: 'status' }, { field: 'at', direction: 'desc' }] },
+    { collection: 'notes', collectionGroup: true, fields: [{ field: 'at' }] }]);
+  const ixRev: number | undefined = setIx.revision;
+  const role: string = (await c.admin.users.setRole('uid', 'owner')).user.role;
+  const sessions: UserSessionInfo[] = await c.admin.users.sessions('uid');
+  await c.admin.users.revokeSession('uid', sessions[0].id);
+  const devices = await c.push.devices({ userId: 'uid' });
+  const topics: string[] = await c.push.topics({ userId: 'uid' });
+  const pt = await c.push.projectTopics();
+  const subs: number = pt[0].subscribers;
+  const on: boolean = (await c.push.pushEnabled()).pushEnabled;
+  const creds: FCMCredentialsInfo = await c.push.getCredentials();
+  await c.push.setCredentials({ type: 'service_account', project_id: 'p' });
+  const setCreds = await c.push.setCredentials('{"type":"service_account"}');
+  const credRev: number | undefined = setCreds.revision;
+
+  const op: OperatorClient = createOperator({ url: 'http://localhost:8080', adminToken: 'tok', timeout: 1000, retries: 1 });
+  const projects = await op.projects.list({ limit: 50, cursor: '' });
+  const p0: ProjectInfo = projects.projects[0];
+  const lastRev: number | undefined = p0.lastWrite?.revision;
+  const nextCursor: string = projects.nextCursor;
+  const created = await op.projects.create({ name: 'n', ownerEmail: 'o@example.com', ownerPassword: 'a long password' });
+  const apiKey: string = created.apiKey;
+  await op.projects.setOwner(created.projectId, 'o@example.com');
+  const st = await op.cluster.status();
+  const n0: NodeStatus = st.nodes[0];
+  const applied: number = n0.appliedIndex;
+  const leader: string = (await op.cluster.transferLeadership('n2')).leader;
+  await op.cluster.transferLeadership();
+  const removed: string = (await op.cluster.removeNode('n3')).removed;
+  const b = await op.backup();
+  const size: number = b.blob.size;
+  const name: string = b.filename;
+  const bRev: number | null = b.revision;
+  const text: string = await op.metrics();
+  void [hasDoc, next, root, allowed, ruleIndex, uid, state, ixRev, role, devices, topics, subs, on, creds, credRev,
+    lastRev, nextCursor, apiKey, applied, leader, removed, size, name, bRev, text];
 }
