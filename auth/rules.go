@@ -272,11 +272,18 @@ func (c *CompiledRules) Source() RuleSet {
 // missing key, the cost limit, a cancelled ctx) also denies, and the error
 // (wrapping ErrRuleEval) says why.
 func (c *CompiledRules) Allow(ctx context.Context, op Op, in RuleInput) (bool, error) {
+	ok, _, err := c.decide(ctx, op, in)
+	return ok, err
+}
+
+// decide is Allow, also naming the deciding rule (-1: none matched). Allow
+// and Explain share it, so an explanation is the decision itself.
+func (c *CompiledRules) decide(ctx context.Context, op Op, in RuleInput) (bool, int, error) {
 	if op != OpRead && op != OpWrite {
-		return false, fmt.Errorf("auth: unknown operation %v", op)
+		return false, -1, fmt.Errorf("auth: unknown operation %v", op)
 	}
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return false, -1, err
 	}
 	segs := splitPath(in.Path)
 	for i := range c.rules {
@@ -290,11 +297,12 @@ func (c *CompiledRules) Allow(ctx context.Context, op Op, in RuleInput) (bool, e
 			prg = r.write
 		}
 		if prg == nil {
-			return false, nil
+			return false, i, nil
 		}
-		return evalRule(ctx, prg, i, op, in, vars)
+		ok, err := evalRule(ctx, prg, i, op, in, vars)
+		return ok, i, err
 	}
-	return false, nil
+	return false, -1, nil
 }
 
 // ReadScope is what the read rules say, for one caller, of a path and
