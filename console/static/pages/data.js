@@ -373,6 +373,7 @@ export default {
     }
 
     async function save(force, forceRev) {
+      if (!cur && !force) return;
       const parsed = parseObject(editor.value);
       if (parsed.error) {
         editor.setAttribute('aria-invalid', 'true');
