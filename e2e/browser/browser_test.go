@@ -117,12 +117,22 @@ type page struct {
 	t   *testing.T
 	ctx context.Context
 
+	// stateExpr, when set, is the JavaScript expression (a string) that
+	// state reports instead of the live page's elements.
+	stateExpr string
+
 	mu      sync.Mutex
 	console []string
 }
 
 // openBrowser starts headless Chromium; everything stops at the end of the test.
 func openBrowser(t *testing.T, bin string) *page {
+	t.Helper()
+	return openBrowserFor(t, bin, 3*time.Minute)
+}
+
+// openBrowserFor is openBrowser with a bound of life on the whole browser.
+func openBrowserFor(t *testing.T, bin string, life time.Duration) *page {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
@@ -132,8 +142,8 @@ func openBrowser(t *testing.T, bin string) *page {
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
 	// A bound on the browser's whole life, so a wedged browser cannot hang the run.
-	life, cancelLife := context.WithTimeout(context.Background(), 3*time.Minute)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(life, opts...)
+	lifeCtx, cancelLife := context.WithTimeout(context.Background(), life)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(lifeCtx, opts...)
 	ctx, cancelTab := chromedp.NewContext(allocCtx)
 	p := &page{t: t, ctx: ctx}
 	var wg sync.WaitGroup
@@ -210,13 +220,11 @@ func (p *page) eval(expr string) bool {
 func (p *page) state() string {
 	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
-		location: location.href.replace(/key=[^&]*/, 'key=…'),
-		status: document.getElementById('status').dataset.state + ' / ' + document.getElementById('status').textContent,
-		error: document.getElementById('error').textContent,
-		revision: document.getElementById('revision').textContent,
-		rows: [...document.querySelectorAll('#docs tr')].map(r => [r.dataset.collection, r.cells[1].textContent, r.cells[2].textContent]),
-	}, null, 1)`))
+	expr := p.stateExpr
+	if expr == "" {
+		expr = liveState
+	}
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
 	if err != nil {
 		s = "(page state unavailable: " + err.Error() + ")"
 	}
@@ -224,6 +232,15 @@ func (p *page) state() string {
 	defer p.mu.Unlock()
 	return "page: " + s + "\nconsole:\n  " + strings.Join(p.console, "\n  ")
 }
+
+// liveState is the state of the live page (/_/live), for failure messages.
+const liveState = `JSON.stringify({
+		location: location.href.replace(/key=[^&]*/, 'key=…'),
+		status: document.getElementById('status').dataset.state + ' / ' + document.getElementById('status').textContent,
+		error: document.getElementById('error').textContent,
+		revision: document.getElementById('revision').textContent,
+		rows: [...document.querySelectorAll('#docs tr')].map(r => [r.dataset.collection, r.cells[1].textContent, r.cells[2].textContent]),
+	}, null, 1)`
 
 // js quotes a Go string as a JavaScript string literal.
 func js(s string) string {

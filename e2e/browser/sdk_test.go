@@ -41,14 +41,35 @@ type sdkNode struct {
 // waits until n1 reports three voters and a leader.
 func startSDKCluster(t *testing.T, ctx context.Context) []*sdkNode {
 	t.Helper()
+	voters, _ := startProcCluster(t, ctx, procClusterOptions{})
+	return voters
+}
+
+// procClusterOptions shape the process cluster of startProcCluster.
+type procClusterOptions struct {
+	// Edges is the number of edge nodes (e1, e2, ...) joined with --edge
+	// after the three voters.
+	Edges int
+	// Args are added to every node's serve command.
+	Args []string
+}
+
+// startProcCluster starts three voters (n1 bootstraps, n2 and n3 join) and
+// opts.Edges edge nodes, and waits until n1 reports three voters, a leader
+// and every edge node.
+func startProcCluster(t *testing.T, ctx context.Context, opts procClusterOptions) (voters, edges []*sdkNode) {
+	t.Helper()
 	base := t.TempDir()
 	bin, err := testbin.Edgebase(ctx, testbin.Options{Dir: base, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("edgebase binary: %v", err)
 	}
 	var nodes []*sdkNode
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 3+opts.Edges; i++ {
 		id := fmt.Sprintf("n%d", i)
+		if i > 3 {
+			id = fmt.Sprintf("e%d", i-3)
+		}
 		httpPort, raftPort := proctest.FreePort(t), proctest.FreePort(t)
 		u := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 		p := &proctest.Proc{ID: id, Bin: bin, LogPath: filepath.Join(base, id+".log"), Env: []string{"EDGEBASE_SECRET_KEY=" + sdkSecretKey}, Args: []string{"serve",
@@ -64,6 +85,10 @@ func startSDKCluster(t *testing.T, ctx context.Context) []*sdkNode {
 		if i > 1 {
 			p.Args = append(p.Args, "--join", nodes[0].url)
 		}
+		if i > 3 {
+			p.Args = append(p.Args, "--edge")
+		}
+		p.Args = append(p.Args, opts.Args...)
 		nodes = append(nodes, &sdkNode{Proc: p, url: u})
 	}
 	t.Cleanup(func() {
@@ -97,9 +122,17 @@ func startSDKCluster(t *testing.T, ctx context.Context) []*sdkNode {
 		if err := json.Unmarshal(r.Body, &st); err != nil {
 			return fmt.Errorf("/admin/cluster: %s", r)
 		}
-		return st.Healthy(3, "")
+		if err := st.Healthy(3, ""); err != nil {
+			return err
+		}
+		for _, e := range nodes[3:] {
+			if m := st.Node(e.ID); m == nil || m.Voter {
+				return fmt.Errorf("edge node %s is not a member yet: %+v", e.ID, st)
+			}
+		}
+		return nil
 	})
-	return nodes
+	return nodes[:3], nodes[3:]
 }
 
 // waitReady polls /readyz of n until it answers 200 (setup: a generous bound).
