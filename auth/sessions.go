@@ -61,24 +61,39 @@ type SessionInfo struct {
 	Current    bool   `json:"current"`
 }
 
-// ListSessions lists the caller's live sessions, oldest first: those of the
-// account's index whose session exists, has not expired and carries the
-// account's generation (a password change or a disable ends the others
-// without touching the index). The index holds at most about
-// MaxSessionsPerAccount entries (newSession trims it).
+// ListSessions lists the caller's live sessions, oldest first (see
+// listSessions); the caller's own is marked current.
 func (s *Service) ListSessions(p *Principal) ([]SessionInfo, error) {
-	acc, err := s.account(p.ProjectID, p.UserID)
+	list, err := s.listSessions(p.ProjectID, p.UserID, p.Session)
+	if err != nil {
+		return nil, err
+	}
+	if list == nil {
+		return nil, ErrInvalidToken
+	}
+	return list, nil
+}
+
+// listSessions lists the live sessions of account uid of project pid,
+// oldest first: those of the account's index whose session exists, has not
+// expired and carries the account's generation (a password change or a
+// disable ends the others without touching the index). current is the token
+// hash of the caller's session (marked current), or "". The index holds at
+// most about MaxSessionsPerAccount entries (newSession trims it). A nil list
+// means the account does not exist.
+func (s *Service) listSessions(pid, uid, current string) ([]SessionInfo, error) {
+	acc, err := s.account(pid, uid)
 	if err != nil {
 		return nil, err
 	}
 	if acc == nil {
-		return nil, ErrInvalidToken
+		return nil, nil
 	}
 	now := s.now().Unix()
 	out := []SessionInfo{}
 	after := ""
 	for {
-		docs, next, err := s.store.List(keys.AccountSessionsDir(p.ProjectID, p.UserID), after, 200)
+		docs, next, err := s.store.List(keys.AccountSessionsDir(pid, uid), after, 200)
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
@@ -102,7 +117,7 @@ func (s *Service) ListSessions(p *Principal) ([]SessionInfo, error) {
 			used := max(e.LastUsedAt, created)
 			out = append(out, SessionInfo{ID: keys.Base(d.Path), CreatedAt: timestamp(time.Unix(created, 0).UTC()),
 				LastUsedAt: timestamp(time.Unix(used, 0).UTC()), Address: e.Address, UserAgent: e.UserAgent,
-				Current: EqualHash(e.Session, p.Session)})
+				Current: current != "" && EqualHash(e.Session, current)})
 		}
 		if next == "" {
 			return out, nil
@@ -116,13 +131,30 @@ func (s *Service) ListSessions(p *Principal) ([]SessionInfo, error) {
 // of the caller's live sessions is ErrSessionNotFound: the path is built
 // from the caller's own account, so another user's session cannot be named.
 func (s *Service) RevokeSession(ctx context.Context, p *Principal, id, addr string) (uint64, error) {
+	return s.revokeSession(ctx, p.ProjectID, p.UserID, id, nil,
+		AuditEvent{Type: AuditSessionsRevoked, UserID: p.UserID, Address: addr, Detail: map[string]string{"session": id}})
+}
+
+// revokeSession ends session id of account uid of project pid in one system
+// write, recording ev in the audit log. guard, when set, is judged on the
+// state the txn is built from and returns the conditions under which the
+// revoke may commit (an owner's: ownerGuard); its error ends the call.
+func (s *Service) revokeSession(ctx context.Context, pid, uid, id string, guard func() ([]raftstore.Cond, error), ev AuditEvent) (uint64, error) {
 	if id == "" || len(id) > 100 || strings.ContainsAny(id, "/\x00") || keys.IsReserved(id) {
 		return 0, ErrSessionNotFound
 	}
-	index := keys.AccountSession(p.ProjectID, p.UserID, id)
+	index := keys.AccountSession(pid, uid, id)
 	// The entry's revision guards the delete: a touch of its lastUsedAt
 	// meanwhile makes Guarded judge it again.
 	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
+		var conds []raftstore.Cond
+		if guard != nil {
+			c, err := guard()
+			if err != nil {
+				return nil, err
+			}
+			conds = c
+		}
 		doc, err := s.store.Get(index)
 		if err != nil {
 			return nil, err
@@ -134,7 +166,7 @@ func (s *Service) RevokeSession(ctx context.Context, p *Principal, id, addr stri
 		if err := decodeJSON(doc, &e); err != nil || e.Session == "" {
 			return nil, ErrSessionNotFound
 		}
-		acc, err := s.account(p.ProjectID, p.UserID)
+		acc, err := s.account(pid, uid)
 		if err != nil {
 			return nil, err
 		}
@@ -148,11 +180,11 @@ func (s *Service) RevokeSession(ctx context.Context, p *Principal, id, addr stri
 		}
 		s.forgetGuard(e.Session)
 		return &raftstore.Txn{Time: s.now().UnixNano(),
-			Conds: []raftstore.Cond{{Path: index, Kind: raftstore.CondRevision, Revision: doc.Revision}},
+			Conds: append(conds, raftstore.Cond{Path: index, Kind: raftstore.CondRevision, Revision: doc.Revision}),
 			Ops: []raftstore.Op{
 				{Kind: raftstore.OpDelete, Path: keys.Session(e.Session), IfExists: true},
 				{Kind: raftstore.OpDelete, Path: index},
-				s.auditOp(p.ProjectID, AuditEvent{Type: AuditSessionsRevoked, UserID: p.UserID, Address: addr, Detail: map[string]string{"session": id}}),
+				s.auditOp(pid, ev),
 			}}, nil
 	})
 	if err != nil {

@@ -120,6 +120,8 @@ type Accounts interface {
 	RevokeUserSessions(ctx context.Context, p *auth.Principal, uid, addr string) (uint64, error)
 	ListSessions(p *auth.Principal) ([]auth.SessionInfo, error)
 	RevokeSession(ctx context.Context, p *auth.Principal, id, addr string) (uint64, error)
+	UserSessions(p *auth.Principal, uid string) ([]auth.SessionInfo, error)
+	RevokeUserSession(ctx context.Context, p *auth.Principal, uid, sid, addr string) (uint64, error)
 	ListAPIKeys(p *auth.Principal) ([]auth.APIKeyInfo, error)
 	CreateAPIKey(ctx context.Context, p *auth.Principal, name, addr string) (*auth.CreatedAPIKey, error)
 	DeleteAPIKey(ctx context.Context, p *auth.Principal, id, addr string) (uint64, error)
@@ -231,6 +233,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/authenticator/{op}", s.handleAuthenticator)
 	s.mux.HandleFunc("/api/origins", s.handleOrigins)
 	s.accountsRoutes()
+	s.userSessionRoutes()
 	if s.realtime != nil {
 		s.mux.Handle("/api/realtime", s.realtime.Handler(s.writeError))
 		s.mux.HandleFunc("/api/realtime/origins", s.handleOrigins) // the older name of /api/origins

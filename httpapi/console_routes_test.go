@@ -1,0 +1,141 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+)
+
+// The routes the admin console needs beyond the SDK's (issue 20): an
+// owner's view of a user's sessions, the push reads, the operator's project
+// list and leadership transfer.
+
+// ownerSessions lists user uid's sessions as the owner.
+func (e *env) ownerSessions(t *testing.T, uid string) []sessionJSON {
+	t.Helper()
+	r := e.mustSend(t, http.MethodGet, "/api/auth/users/"+uid+"/sessions", e.keyHeaders(e.p.OwnerToken), "")
+	if r.Status != http.StatusOK {
+		t.Fatalf("owner lists sessions of %s: %d %s", uid, r.Status, r.Body)
+	}
+	var out struct{ Sessions []sessionJSON }
+	mustDecode(t, r.Body, &out)
+	return out.Sessions
+}
+
+func TestOwnerUserSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.mustRegister(t, e.p, "")
+	h := e.keyHeaders("")
+	h["User-Agent"] = "HS1Test/1.0"
+	lr := e.mustSend(t, http.MethodPost, "/api/auth", h, fmt.Sprintf(`{"action":"login","email":%q,"password":%q}`, a.Email, userPassword))
+	if lr.Status != http.StatusOK {
+		t.Fatalf("login: %d %s", lr.Status, lr.Body)
+	}
+	var login struct{ Token string }
+	mustDecode(t, lr.Body, &login)
+
+	list := e.ownerSessions(t, a.ID)
+	if len(list) != 2 {
+		t.Fatalf("owner sees %d sessions of the user, want 2: %+v", len(list), list)
+	}
+	var second sessionJSON
+	for _, s := range list {
+		if s.Current {
+			t.Errorf("a user's session is marked current for the owner: %+v", s)
+		}
+		if s.UserAgent == "HS1Test/1.0" {
+			second = s
+		}
+	}
+	if second.ID == "" || second.Address != "127.0.0.1" {
+		t.Fatalf("the second session is not listed with its client: %+v", list)
+	}
+	// The same list the user sees of their own.
+	own := e.listSessions(t, login.Token)
+	if len(own) != 2 || own[0].ID != list[0].ID || own[1].ID != list[1].ID {
+		t.Errorf("the user sees %+v, the owner %+v", own, list)
+	}
+	otherSess := e.listSessions(t, e.other.Token)
+
+	k := e.keyHeaders(e.p.OwnerToken)
+	base := "/api/auth/users/" + a.ID + "/sessions"
+	for _, c := range []struct {
+		name, method, url, tok, code, field, allow string
+		status                                     int
+	}{
+		{"list as a user", "GET", base, e.user.Token, "forbidden", "", "", 403},
+		{"list as the user themself", "GET", base, login.Token, "forbidden", "", "", 403},
+		{"list without a token", "GET", base, "", "missing_token", "", "", 401},
+		{"list of an unknown user", "GET", "/api/auth/users/nosuchuser/sessions", e.p.OwnerToken, "not_found", "id", "", 404},
+		{"list of a reserved id", "GET", "/api/auth/users/_users/sessions", e.p.OwnerToken, "not_found", "id", "", 404},
+		{"list with an unknown parameter", "GET", base + "?all=1", e.p.OwnerToken, "invalid_argument", "all", "", 400},
+		{"list by POST", "POST", base, e.p.OwnerToken, "method_not_allowed", "", "GET", 405},
+		{"revoke by GET", "GET", base + "/" + second.ID, e.p.OwnerToken, "method_not_allowed", "", "DELETE", 405},
+		{"revoke by POST", "POST", base + "/" + second.ID, e.p.OwnerToken, "method_not_allowed", "", "DELETE", 405},
+		{"revoke as a user", "DELETE", base + "/" + second.ID, e.user.Token, "forbidden", "", "", 403},
+		{"revoke as the user themself", "DELETE", base + "/" + second.ID, login.Token, "forbidden", "", "", 403},
+		{"revoke of an unknown user", "DELETE", "/api/auth/users/nosuchuser/sessions/" + second.ID, e.p.OwnerToken, "not_found", "id", "", 404},
+		{"revoke an unknown session", "DELETE", base + "/nope", e.p.OwnerToken, "not_found", "sessionId", "", 404},
+		{"revoke a reserved session id", "DELETE", base + "/_x", e.p.OwnerToken, "not_found", "sessionId", "", 404},
+		{"revoke another user's session", "DELETE", base + "/" + otherSess[0].ID, e.p.OwnerToken, "not_found", "sessionId", "", 404},
+		{"revoke with a query", "DELETE", base + "/" + second.ID + "?now=1", e.p.OwnerToken, "invalid_argument", "now", "", 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := e.keyHeaders(c.tok)
+			body := ""
+			if c.method == "POST" {
+				body = `{}`
+			}
+			r := e.mustSend(t, c.method, c.url, h, body)
+			checkError(t, r, c.status, c.code, c.field)
+			if c.allow != "" && r.Header.Get("Allow") != c.allow {
+				t.Errorf("Allow = %q, want %q", r.Header.Get("Allow"), c.allow)
+			}
+		})
+	}
+	for _, tok := range []string{a.Token, login.Token, e.other.Token} {
+		if st := e.meStatus(t, tok); st != http.StatusOK {
+			t.Fatalf("a session ended after refused revokes: me = %d", st)
+		}
+	}
+
+	r := e.mustSend(t, http.MethodDelete, base+"/"+second.ID, k, "")
+	if r.Status != http.StatusOK || !jsonEqual(r.Body, []byte(`{"ok":true}`)) || r.Header.Get("X-Revision") == "" {
+		t.Fatalf("revoke: %d %s (X-Revision %q)", r.Status, r.Body, r.Header.Get("X-Revision"))
+	}
+	if st := e.meStatus(t, login.Token); st != http.StatusUnauthorized {
+		t.Errorf("revoked session: me = %d, want 401", st)
+	}
+	if st := e.meStatus(t, a.Token); st != http.StatusOK {
+		t.Errorf("the user's other session: me = %d, want 200", st)
+	}
+	if got := e.ownerSessions(t, a.ID); len(got) != 1 || got[0].ID == second.ID {
+		t.Errorf("after the revoke the owner sees %+v", got)
+	}
+	again := e.mustSend(t, http.MethodDelete, base+"/"+second.ID, k, "")
+	checkError(t, again, http.StatusNotFound, "not_found", "sessionId")
+
+	// The audit log names the owner as the actor and the session.
+	ar := e.mustSend(t, http.MethodGet, "/api/auth/audit?type=sessions-revoked&userId="+a.ID, k, "")
+	if ar.Status != http.StatusOK {
+		t.Fatalf("audit: %d %s", ar.Status, ar.Body)
+	}
+	var audit struct {
+		Events []struct {
+			Type, UserID, ActorID string
+			Detail                map[string]string
+		}
+	}
+	mustDecode(t, ar.Body, &audit)
+	found := false
+	for _, ev := range audit.Events {
+		if ev.Type == "sessions-revoked" && ev.UserID == a.ID && ev.ActorID == e.p.OwnerID && ev.Detail["session"] == second.ID {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no sessions-revoked event with the owner as actor: %s", ar.Body)
+	}
+
+}
