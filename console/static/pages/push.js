@@ -380,7 +380,7 @@ export default {
             if (r) {
               toast('Schedule cancelled', 'ok');
               await schedules.reset();
-              schedView.querySelector('button') || schedView.focus();
+              (schedView.querySelector('button.push-cancel') || root.querySelector('#push-schedules-refresh')).focus();
             }
           }, { class: 'small secondary push-cancel', 'data-id': s.id, 'aria-label': `Cancel the schedule “${s.title || s.id}” at ${time(s.sendAt)}` })),
         },
