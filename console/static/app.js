@@ -66,20 +66,40 @@ function drawNav(current) {
   const links = pages.filter((p) => p.id !== 'signin' && allowed(p)).map((p) =>
     h('a', { href: hashOf(p.id), 'aria-current': p.id === current ? 'page' : null }, p.title));
   replace(nav, links);
+  nav.hidden = links.length === 0;
   const who = document.getElementById('who');
   const parts = [];
-  const user = state.client()?.auth.user();
-  if (user) parts.push(h('span', null, `${user.email} · ${state.projectId()}`));
-  if (state.operator()) parts.push(h('span', null, 'operator'));
-  parts.push(h('a', { href: hashOf('signin') }, parts.length ? 'Accounts' : 'Sign in'));
+  const c = state.client();
+  if (c) {
+    const user = c.auth.user();
+    parts.push(h('span', { class: 'who-owner', title: `${user?.email || ''} on project ${c.projectId}` },
+      h('span', { class: 'badge ok' }, 'owner'), ' ',
+      h('span', { class: 'hidden-sm' }, user?.email || ''), ' ',
+      h('span', { class: 'mono' }, c.projectId)));
+  }
+  if (state.operator()) parts.push(h('span', { class: 'badge info' }, 'operator'));
+  parts.push(h('a', { href: hashOf('signin'), 'aria-current': current === 'signin' ? 'page' : null },
+    parts.length ? 'Accounts' : 'Sign in'));
   replace(who, parts);
 }
 
-async function route() {
+// focusHeading moves the focus to the page's heading after a navigation, so
+// keyboard and screen reader users start at the new page.
+function focusHeading(root, id) {
+  const h1 = root.querySelector(`#h-${id}`);
+  if (!h1) return false;
+  h1.setAttribute('tabindex', '-1');
+  h1.focus({ preventScroll: false });
+  return true;
+}
+
+let renders = 0;
+
+async function route(focus = true) {
   if (leave) leave.abort();
   leave = new AbortController();
   const { signal } = leave;
-  let { id, params } = parseHash();
+  const { id, params } = parseHash();
   let page = byId.get(id);
   if (!page || !allowed(page)) {
     const to = page ? 'signin' : home();
@@ -94,6 +114,7 @@ async function route() {
   const main = document.getElementById('main');
   const root = h('section', { class: `page page-${page.id}`, 'aria-labelledby': `h-${page.id}` });
   replace(main, root);
+  main.dataset.renders = String(++renders);
   const ctx = {
     client: state.client(),
     operator: state.operator(),
@@ -102,15 +123,23 @@ async function route() {
     signal,
     navigate: (to, p) => { location.hash = hashOf(to, p); },
     setParams: (p) => { history.replaceState(null, '', hashOf(page.id, p)); },
-    refresh: () => route(),
+    refresh: () => route(false),
   };
+  let focused = false;
   try {
-    await page.render(root, ctx);
+    const done = page.render(root, ctx);
+    // Pages put their heading first: focus it before the page's data arrives.
+    if (focus) focused = focusHeading(root, page.id);
+    await done;
   } catch (err) {
     if (!signal.aborted) root.append(errorBox(err));
   }
+  if (focus && !focused && !signal.aborted) focusHeading(root, page.id);
 }
 
-state.init(sdk, () => route());
-window.addEventListener('hashchange', route);
-route();
+state.init(sdk, () => route(false));
+window.addEventListener('hashchange', () => route(true));
+route(true);
+// A stored session may have ended while the console was closed: ask once
+// (a 401 invalid_token signs out through state.js and shows why).
+state.client()?.auth.me().catch(() => {});

@@ -138,6 +138,20 @@ func startConsoleEnv(t *testing.T) *consoleEnv {
 	return e
 }
 
+// run evaluates body, the statements of an async function (with its own
+// return), in p and returns the result as a string (” for undefined).
+func run(p *page, what, body string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => { const v = await (async () => { `+body+`
+	})(); return v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v); })()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.t.Fatalf("%s: %v\n%s", what, err, p.state())
+	}
+	return v
+}
+
 // url is the console node's base URL (http://127.0.0.1:port).
 func (e *consoleEnv) url() string { return e.consoleNode.url }
 
@@ -174,14 +188,13 @@ func (e *consoleEnv) code(t *testing.T) string {
 func (e *consoleEnv) signInDirect(t *testing.T) {
 	t.Helper()
 	p := e.tab
-	p.await("sign in through the SDK", fmt.Sprintf(`const sdk = await import('/_/sdk/edgebase.js');
+	run(p, "sign in through the SDK", fmt.Sprintf(`const sdk = await import('/_/sdk/edgebase.js');
 		const c = sdk.createClient({url: location.origin, projectId: %s, apiKey: %s});
 		const r = await c.auth.login(%s, %s);
 		if (r.requiresTotp) await c.auth.loginVerify(r.loginTicket, %s);
 		c.close();
 		localStorage.setItem('edgebase.console.project', JSON.stringify({projectId: %[1]s, apiKey: %[2]s}));
-		localStorage.setItem('edgebase.console.operator', JSON.stringify({adminToken: %[6]s}));
-		true`, js(e.proj.ID), js(e.proj.APIKey), js(e.ownerEmail), js(e.ownerPass), js(e.code(t)), js(e.adminToken)))
+		localStorage.setItem('edgebase.console.operator', JSON.stringify({adminToken: %[6]s}));`, js(e.proj.ID), js(e.proj.APIKey), js(e.ownerEmail), js(e.ownerPass), js(e.code(t)), js(e.adminToken)))
 	p.do("reload the console", chromedp.Reload())
 	e.open(t, p, "data")
 	e.signedIn = true
@@ -200,7 +213,7 @@ func (e *consoleEnv) open(t *testing.T, p *page, route string) {
 	case p.eval(fmt.Sprintf(`location.hash === %s`, js("#/"+route))):
 		p.do("reload "+route, chromedp.Reload())
 	default:
-		p.await("go to "+route, fmt.Sprintf(`window.__openOld = document.querySelector('#main > section'); location.hash = %s; true`, js("#/"+route)))
+		run(p, "go to "+route, fmt.Sprintf(`window.__openOld = document.querySelector('#main > section'); location.hash = %s;`, js("#/"+route)))
 	}
 	p.waitFor("the heading of "+route, fmt.Sprintf(`(() => {
 		const s = document.querySelector('#main > section');
@@ -221,7 +234,7 @@ func (e *consoleEnv) shoot(t *testing.T, p *page, name string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	settle := `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`
+	settle := `await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));`
 	for _, size := range []struct {
 		suffix string
 		action chromedp.Action[chromedp.Void]
@@ -230,10 +243,10 @@ func (e *consoleEnv) shoot(t *testing.T, p *page, name string) {
 		{"desktop", chromedp.EmulateViewport(1280, 800)},
 	} {
 		p.do(name+" at "+size.suffix+" size", size.action)
-		p.await("let the layout settle", settle)
+		run(p, "let the layout settle", settle)
 		if size.suffix == "phone" {
 			// Nothing may overflow sideways on a phone but inside a scroller.
-			if wide := p.awaitString("the page's width", `document.documentElement.scrollWidth`); wide != "390" {
+			if wide := run(p, "the page's width", `return String(document.documentElement.scrollWidth);`); wide != "390" {
 				t.Errorf("%s: the page is %s px wide at 390 px (something overflows sideways)\n%s", name, wide, e.wideElements(p))
 			}
 		}
@@ -251,10 +264,10 @@ func (e *consoleEnv) shoot(t *testing.T, p *page, name string) {
 
 // wideElements names the elements wider than the viewport, for a message.
 func (e *consoleEnv) wideElements(p *page) string {
-	return p.awaitString("the wide elements", `[...document.querySelectorAll('body *')]
+	return run(p, "the wide elements", `return [...document.querySelectorAll('body *')]
 		.filter(el => el.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
 		.filter(el => !el.closest('.table-wrap, pre, textarea, .scroll-x, #nav'))
-		.slice(0, 10).map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className ? '.' + String(el.className).trim().split(/\s+/).join('.') : '') + ' right=' + Math.round(el.getBoundingClientRect().right)).join('\n')`)
+		.slice(0, 10).map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className ? '.' + String(el.className).trim().split(/\s+/).join('.') : '') + ' right=' + Math.round(el.getBoundingClientRect().right)).join('\n');`)
 }
 
 // a11yLib defines window.__a11yLib in the page: the helpers of checkA11y.
@@ -291,11 +304,11 @@ const a11yLib = `window.__a11yLib = (() => {
 		return (cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) > 0) || (cs.boxShadow && cs.boxShadow !== 'none');
 	};
 	return { visible, sel, text, named, focusable, outline };
-})(); true`
+})();`
 
 // a11yStatic lists the failures that need no keyboard: unnamed controls,
 // buttons and links, duplicate ids.
-const a11yStatic = `(() => {
+const a11yStatic = `return (() => {
 	const { visible, sel, text, named } = window.__a11yLib;
 	const out = [];
 	for (const el of document.querySelectorAll('input, select, textarea')) {
@@ -317,8 +330,8 @@ const a11yStatic = `(() => {
 		if (seen.has(el.id)) out.push('the id ' + JSON.stringify(el.id) + ' is used twice: ' + sel(seen.get(el.id)) + ' and ' + sel(el));
 		else seen.set(el.id, el);
 	}
-	return JSON.stringify(out);
-})()`
+	return out;
+})();`
 
 // checkA11y fails unless every input, select and textarea of p's current
 // page has a label, every button and link a name, ids are unique, and every
@@ -326,15 +339,16 @@ const a11yStatic = `(() => {
 // reports every failure at once.
 func (e *consoleEnv) checkA11y(t *testing.T, p *page) {
 	t.Helper()
-	p.await("the accessibility helpers", a11yLib)
+	run(p, "the accessibility helpers", a11yLib)
 	var failures []string
-	p.awaitJSON("the labels, names and ids", a11yStatic, &failures)
+	if err := json.Unmarshal([]byte(run(p, "the labels, names and ids", a11yStatic)), &failures); err != nil {
+		t.Fatal(err)
+	}
 
 	// Tab through the page: every control must take the focus at some point
 	// (the walk wraps around the page) and show it.
-	var n int
-	p.awaitJSON("the focusable controls", `window.__a11yWalk = { els: window.__a11yLib.focusable(), seen: new Set(), radios: new Set() };
-		JSON.stringify(window.__a11yWalk.els.length)`, &n)
+	n := atoi(t, run(p, "the focusable controls", `window.__a11yWalk = { els: window.__a11yLib.focusable(), seen: new Set(), radios: new Set() };
+		return String(window.__a11yWalk.els.length);`))
 	step := `(() => {
 		const L = window.__a11yLib, W = window.__a11yWalk, a = document.activeElement;
 		if (!a || a === document.body || a === document.documentElement) return JSON.stringify({});
@@ -374,14 +388,16 @@ func (e *consoleEnv) checkA11y(t *testing.T, p *page) {
 	}
 	if left > 0 {
 		var missed []string
-		p.awaitJSON("the controls Tab never reached", `const W = window.__a11yWalk;
-			JSON.stringify(W.els.filter((el, j) => !W.seen.has(j) && !(el.type === 'radio' && W.radios.has(el.name))).map(window.__a11yLib.sel))`, &missed)
+		if err := json.Unmarshal([]byte(run(p, "the controls Tab never reached", `const W = window.__a11yWalk;
+			return W.els.filter((el, j) => !W.seen.has(j) && !(el.type === 'radio' && W.radios.has(el.name))).map(window.__a11yLib.sel);`)), &missed); err != nil {
+			t.Fatal(err)
+		}
 		for _, m := range missed {
 			failures = append(failures, "Tab never reaches "+m)
 		}
 	}
 	if len(failures) > 0 {
-		loc := p.awaitString("the location", `location.hash`)
+		loc := run(p, "the location", `return location.hash;`)
 		t.Errorf("accessibility of %s: %d failures:\n  %s", loc, len(failures), strings.Join(failures, "\n  "))
 	}
 }
@@ -471,7 +487,7 @@ func (e *consoleEnv) key(t *testing.T, p *page, key string) {
 func (e *consoleEnv) typeInto(t *testing.T, p *page, selector, text string) {
 	t.Helper()
 	p.waitFor("the field "+selector, fmt.Sprintf(`(() => { const el = document.querySelector(%s); return !!(el && el.getClientRects().length && !el.disabled); })()`, js(selector)), 10*time.Second)
-	p.await("focus "+selector, fmt.Sprintf(`const el = document.querySelector(%s); el.focus(); if (typeof el.select === 'function') el.select(); true`, js(selector)))
+	run(p, "focus "+selector, fmt.Sprintf(`const el = document.querySelector(%s); el.focus(); if (typeof el.select === 'function') el.select();`, js(selector)))
 	if !p.eval(fmt.Sprintf(`document.activeElement === document.querySelector(%s)`, js(selector))) {
 		t.Fatalf("%s does not take the focus\n%s", selector, p.state())
 	}
@@ -481,7 +497,7 @@ func (e *consoleEnv) typeInto(t *testing.T, p *page, selector, text string) {
 	}
 	p.do("type into "+selector, chromedp.KeyEvent(text))
 	// Key events of characters outside the keyboard may not type: check.
-	if got := p.awaitString("the value of "+selector, fmt.Sprintf(`document.querySelector(%s).value`, js(selector))); got != strings.ReplaceAll(text, "\r", "\n") {
+	if got := run(p, "the value of "+selector, fmt.Sprintf(`return document.querySelector(%s).value;`, js(selector))); got != strings.ReplaceAll(text, "\r", "\n") {
 		t.Fatalf("typed %q into %s, it holds %q", text, selector, got)
 	}
 }
@@ -498,7 +514,7 @@ func consoleSignin(t *testing.T, e *consoleEnv) {
 	// The project id and key come prefilled from the route's params.
 	e.open(t, p, "signin?"+url.Values{"project": {e.proj.ID}, "key": {e.proj.APIKey}}.Encode())
 	for sel, want := range map[string]string{"#signin-project": e.proj.ID, "#signin-key": e.proj.APIKey} {
-		if got := p.awaitString("the prefilled "+sel, fmt.Sprintf(`document.querySelector(%s).value`, js(sel))); got != want {
+		if got := run(p, "the prefilled "+sel, fmt.Sprintf(`return document.querySelector(%s).value;`, js(sel))); got != want {
 			t.Fatalf("%s = %q, want %q from the route", sel, got, want)
 		}
 	}
@@ -553,7 +569,7 @@ func consoleSignin(t *testing.T, e *consoleEnv) {
 	}
 	p.waitFor("who is signed in", fmt.Sprintf(`document.getElementById('who').textContent.includes(%s)`, js(e.ownerEmail)), 5*time.Second)
 	// The session the console holds is the owner's, on the server.
-	token := p.awaitString("the console's session", fmt.Sprintf(`JSON.parse(localStorage.getItem(%s)).token`, js("edgebase.session."+e.proj.ID)))
+	token := run(p, "the console's session", fmt.Sprintf(`return JSON.parse(localStorage.getItem(%s)).token;`, js("edgebase.session."+e.proj.ID)))
 	var me struct{ User struct{ ID, Role string } }
 	e.call(t, http.MethodPost, "/api/auth", map[string]string{"Authorization": "Bearer " + token, "X-Project-Id": e.proj.ID, "X-API-Key": e.proj.APIKey},
 		map[string]string{"action": "me"}, http.StatusOK, &me)
@@ -607,14 +623,14 @@ func consoleSignin(t *testing.T, e *consoleEnv) {
 	}
 
 	// The CSP: a script the page did not load from the node does not run.
-	ran := p.awaitString("an injected inline script", `window.__inline = 0;
+	ran := run(p, "an injected inline script", `window.__inline = 0;
 		const s = document.createElement('script'); s.textContent = 'window.__inline = 1'; document.head.append(s);
-		await new Promise(r => setTimeout(r, 100)); String(window.__inline)`)
+		await new Promise(r => setTimeout(r, 100)); return String(window.__inline);`)
 	if ran != "0" {
 		t.Fatalf("an inline script ran on the console: the CSP does not hold")
 	}
-	styled := p.awaitString("an inline style attribute", `const d = document.createElement('div'); d.setAttribute('style', 'width: 123px'); document.body.append(d);
-		const w = getComputedStyle(d).width; d.remove(); w`)
+	styled := run(p, "an inline style attribute", `const d = document.createElement('div'); d.setAttribute('style', 'width: 123px'); document.body.append(d);
+		const w = getComputedStyle(d).width; d.remove(); return w;`)
 	if styled == "123px" {
 		t.Fatalf("an inline style attribute applied on the console: the CSP does not hold")
 	}
