@@ -58,6 +58,22 @@ function parseObject(text) {
   return { value: v };
 }
 
+/**
+ * syncDetails hides the content of each closed <details> in root (the
+ * hidden attribute, kept in sync on toggle), so that what a closed
+ * disclosure holds is out of the layout, the accessibility tree and the
+ * Tab order in every browser.
+ */
+function syncDetails(root) {
+  for (const d of root.querySelectorAll('details')) {
+    const sync = () => {
+      for (const c of d.children) if (c.tagName !== 'SUMMARY') c.hidden = !d.open;
+    };
+    d.addEventListener('toggle', sync);
+    sync();
+  }
+}
+
 export default {
   id: 'data',
   title: 'Data',
@@ -323,6 +339,7 @@ export default {
       } else if (ev.type === 'change') {
         if (ev.collection !== docPath) return;
         if (cur && ev.revision <= cur.revision) return; // our own save, or already shown
+        if (ev.changeType === 'delete' && !cur) return; // deleted here, or never shown
         d = ev.changeType === 'delete' ? null : {
           collection: docPath, data: ev.data, revision: ev.revision,
           createTime: cur ? cur.createTime : ev.updateTime, updateTime: ev.updateTime,
@@ -556,6 +573,7 @@ export default {
     ]);
 
     // ---------------------------------------------------------- start
+    syncDetails(root);
     showDoc(null);
     await Promise.all([loadChildren(''), docPath ? loadDoc() : null]);
     subscribeDoc();

@@ -40,6 +40,22 @@ export function fieldPath(f) {
   return m ? { index: Number(m[1]), key: m[2] || '' } : null;
 }
 
+/**
+ * syncDetails hides the content of each closed <details> in root (the
+ * hidden attribute, kept in sync on toggle), so that what a closed
+ * disclosure holds is out of the layout, the accessibility tree and the
+ * Tab order in every browser.
+ */
+function syncDetails(root) {
+  for (const d of root.querySelectorAll('details')) {
+    const sync = () => {
+      for (const c of d.children) if (c.tagName !== 'SUMMARY') c.hidden = !d.open;
+    };
+    d.addEventListener('toggle', sync);
+    sync();
+  }
+}
+
 export default {
   id: 'rules',
   title: 'Rules',
@@ -372,6 +388,7 @@ export default {
       h('p', { class: 'hint' }, 'Declare indexes with PUT /api/db/indexes (or client.db.setIndexes); a query that needs one says which.'),
     ]);
 
+    syncDetails(root);
     await Promise.all([load(), loadIndexes()]);
   },
 };
