@@ -296,8 +296,12 @@ const a11yLib = `window.__a11yLib = (() => {
 		const lb = el.getAttribute('aria-labelledby');
 		return !!(lb && lb.split(/\s+/).some(id => { const r = document.getElementById(id); return r && text(r); }));
 	};
+	// The controls Tab must reach: native ones (a tabindex=-1 takes one out
+	// of the keyboard's reach: a failure, but inside a composite widget that
+	// moves the focus with the arrow keys) and any element with tabindex >= 0.
+	const composite = '[role=tablist], [role=listbox], [role=grid], [role=menu], [role=menubar], [role=radiogroup], [role=toolbar], [role=tree], [role=treegrid]';
 	const focusable = () => [...document.querySelectorAll('a[href], button, input, select, textarea, summary, [tabindex]')]
-		.filter(el => el.tabIndex >= 0 && !el.matches(':disabled') && !(el.tagName === 'INPUT' && el.type === 'hidden') &&
+		.filter(el => (el.tabIndex >= 0 || (el.matches('a[href], button, input, select, textarea, summary') && !el.closest(composite))) && !el.matches(':disabled') && !(el.tagName === 'INPUT' && el.type === 'hidden') &&
 			!el.closest('[inert]') && visible(el) && (el.tagName !== 'SUMMARY' || el.parentElement.tagName === 'DETAILS'));
 	const outline = (el) => {
 		const cs = getComputedStyle(el);
