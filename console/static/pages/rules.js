@@ -341,7 +341,7 @@ export default {
           h('dd', { id: 'rules-verdict-rule', 'data-rule': String(r.rule) }, r.rule >= 0 ? `Rule ${r.rule + 1}: ${r.match}` : 'No rule matched (denied)'),
           r.rule >= 0 ? [h('dt', null, 'Expression'), h('dd', null, h('code', { id: 'rules-verdict-expr' }, r.expression || '(empty: denies)'))] : null,
           h('dt', null, 'Caller'),
-          h('dd', { id: 'rules-verdict-auth' }, a ? `${a.uid}${a.role ? ` · ${a.role}` : ''}${a.email ? ` · ${a.email}` : ''}` : 'unauthenticated (auth == null)'),
+          h('dd', { id: 'rules-verdict-auth' }, a ? `${a.uid}${a.role ? ` · ${a.role}` : ''}${a.email ? ` · ${a.email}` : ''}` : 'unauthenticated'),
           r.error ? [h('dt', null, 'Error'), h('dd', { class: 'error', id: 'rules-verdict-error' }, r.error)] : null));
       if (withEditor && r.rule >= 0) list.children[r.rule]?.scrollIntoView({ block: 'nearest' });
     }
