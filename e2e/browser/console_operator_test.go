@@ -250,7 +250,7 @@ func consoleCluster(t *testing.T, e *consoleEnv) {
 	opClick(t, p, "#cluster-backup")
 	size := p.waitFor("the backup's size", `(() => { const r = document.getElementById('cluster-backup-result'); return !!r && Number(r.dataset.size) > 0 && r.dataset.size + ' bytes at revision ' + r.dataset.revision; })()`, 30*time.Second)
 	t.Logf("the backup: %s", size)
-	brev := atoi(t, run(p, "the backup's revision", `return document.getElementById('cluster-backup-result').dataset.revision;`))
+	brev := atoi(t, p.awaitString("the backup's revision", `document.getElementById('cluster-backup-result').dataset.revision`))
 	if brev <= 0 || uint64(brev) > before.Nodes[0].AppliedIndex+1000 {
 		t.Errorf("the backup's revision %d is not plausible (n1 applied %d before)", brev, before.Nodes[0].AppliedIndex)
 	}
@@ -269,11 +269,11 @@ func consoleCluster(t *testing.T, e *consoleEnv) {
 			t.Fatalf("the write rate chart never went above 0 after %d writes\n%s", i+1, p.state())
 		}
 	}
-	label := run(p, "the write chart's label", `return document.querySelector('#cluster-chart-writes svg').getAttribute('aria-label');`)
+	label := p.awaitString("the write chart's label", `document.querySelector('#cluster-chart-writes svg').getAttribute('aria-label')`)
 	if !strings.HasPrefix(label, "Writes: now ") {
 		t.Errorf("the write chart's aria-label is %q", label)
 	}
-	if pts := atoi(t, run(p, "the write chart's points", `return document.getElementById('cluster-chart-writes').dataset.points;`)); pts < 1 || pts > 60 {
+	if pts := atoi(t, p.awaitString("the write chart's points", `document.getElementById('cluster-chart-writes').dataset.points`)); pts < 1 || pts > 60 {
 		t.Errorf("the write chart holds %d points", pts)
 	}
 
