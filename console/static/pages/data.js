@@ -8,7 +8,7 @@
 // and shows both versions on a conflict. Both panes follow the server live
 // through client.realtime. Every stored value is shown as text: a <textarea>
 // value or a text node, never markup.
-import { h, append, clear, replace, field, button, errorBox, errorText, toast, time, pretty } from '../dom.js';
+import { h, append, clear, replace, field, button, errorBox, errorText, time, pretty } from '../dom.js';
 
 const WHERE_OPS = ['==', '!=', '<', '<=', '>', '>=', 'in', 'not-in', 'array-contains', 'array-contains-any', 'exists'];
 
@@ -211,9 +211,9 @@ export default {
           if (!alive()) return;
           clear(newMsg);
           newId.value = '';
-          toast(`Created ${full}`, 'ok');
           loadChildren('');
-          selectDoc(full);
+          await selectDoc(full);
+          if (alive()) replace(docMsg, h('p', { class: 'ok' }, `Created ${full}.`));
         } catch (err) {
           if (!alive()) return;
           replace(newMsg, err.code === 'precondition_failed'
@@ -360,8 +360,9 @@ export default {
         return;
       }
       showDoc(d);
-      if (!d) replace(docMsg, h('p', { class: 'warn' }, `${docPath} was deleted.`));
-      else toast(`${docPath} changed on the server (revision ${d.revision})`);
+      replace(docMsg, d
+        ? h('p', { class: 'muted', id: 'data-live' }, `Revision ${d.revision} arrived live.`)
+        : h('p', { class: 'warn' }, `${docPath} was deleted.`));
     }
 
     function subscribeDoc() {
@@ -383,10 +384,10 @@ export default {
         b.setAttribute('aria-pressed', b.closest('li').dataset.path === p ? 'true' : 'false');
       }
       clear(docMsg);
-      loadDoc().then(() => {
+      subscribeDoc();
+      return loadDoc().then(() => {
         if (alive() && cur) editor.focus();
       });
-      subscribeDoc();
     }
 
     async function save(force, forceRev) {
@@ -456,7 +457,6 @@ export default {
           try {
             await client.db.delete(docPath, { ifMatch: cur.revision });
             if (!alive()) return;
-            toast(`Deleted ${docPath}`, 'ok');
             const gone = docPath;
             cur = null;
             showDoc(null);
