@@ -189,7 +189,10 @@ export default {
 
     // A row is built once per member and updated in place, so that focus
     // (and an open confirmation) survives the refreshes.
-    function makeRow(id) {
+    const self = String(op.url).replace(/\/+$/, '');
+    const isSelf = (n) => String(n.httpAddr || '').replace(/\/+$/, '') === self;
+
+    function makeRow(id, n) {
       const cells = {
         id: h('td', { 'data-label': 'Node' }),
         role: h('td', { 'data-label': 'Role' }),
@@ -204,7 +207,8 @@ export default {
       const yes = button(`Remove ${id}`, () => { confirmBox(false); remove(id); }, { class: 'small danger cluster-confirm-remove' });
       const no = button('Cancel', () => { confirmBox(false); removeBtn.focus(); }, { class: 'small secondary cluster-cancel-remove' });
       const confirm = h('div', { class: 'cluster-confirm', role: 'group', 'aria-label': `Confirm the removal of ${id}`, hidden: true },
-        h('span', null, `Remove ${id} from the cluster? It stops serving, and a removed voter must be wiped before it joins again.`), ' ', yes, ' ', no);
+        h('span', null, `Remove ${id} from the cluster? It stops serving, and a removed node must be wiped before it joins again.`,
+          isSelf(n) ? ' It is the node serving this console: the console stops working with it.' : ''), ' ', yes, ' ', no);
       function confirmBox(open) {
         confirm.hidden = !open;
         removeBtn.hidden = open;
@@ -239,12 +243,13 @@ export default {
         seen.add(n.id);
         let r = rows.get(n.id);
         if (!r) {
-          r = makeRow(n.id);
+          r = makeRow(n.id, n);
           rows.set(n.id, r);
         }
         if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null);
         const role = roleOf(n, leader);
-        replace(r.cells.id, h('span', { class: 'mono' }, n.id), n.id === leader ? [' ', h('span', { class: 'badge ok cluster-leader-badge' }, '★ leader')] : null);
+        replace(r.cells.id, h('span', { class: 'mono' }, n.id), n.id === leader ? [' ', h('span', { class: 'badge ok cluster-leader-badge' }, '★ leader')] : null,
+          isSelf(n) ? [' ', h('span', { class: 'badge info cluster-self-badge', title: 'The console and its charts are served by this node' }, 'this console')] : null);
         replace(r.cells.role, roleBadge(role));
         replace(r.cells.kind, n.voter ? 'voter' : 'edge');
         replace(r.cells.addr, n.httpAddr || '');
