@@ -42,10 +42,13 @@ func usersErrCode(body []byte) string {
 	return out.Error.Code
 }
 
-// usersClick clicks the element the CSS selector names (a real mouse click).
+// usersClick clicks the element the CSS selector names (a real mouse click
+// in the middle of the window).
 func usersClick(t *testing.T, p *page, what, selector string) {
 	t.Helper()
 	p.waitFor(what, fmt.Sprintf(`(() => { const el = document.querySelector(%s); return !!(el && el.getClientRects().length && !el.disabled); })()`, js(selector)), 15*time.Second)
+	// In the middle of the window: the toasts (bottom right) cover no part of it.
+	p.await("scroll to "+selector, fmt.Sprintf(`document.querySelector(%s).scrollIntoView({block: 'center'}); true`, js(selector)))
 	p.do(what, chromedp.Click(chromedp.CSS(selector)))
 }
 
