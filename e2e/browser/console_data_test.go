@@ -333,12 +333,16 @@ func consoleRules(t *testing.T, e *consoleEnv) {
 	dataClick(t, p, "#rules-test-editor")
 	p.waitFor("the owner's verdict", fmt.Sprintf(`document.getElementById('rules-verdict-badge')?.dataset.allowed === 'true' &&
 		document.getElementById('rules-verdict-auth').textContent.startsWith(%s)`, js(e.proj.OwnerID)), 10*time.Second)
+	e.shoot(t, p, "rules")
 
 	// A bad path is the server's 400 on path, shown at the path input.
 	e.typeInto(t, p, "#rules-test-path", "a//b")
 	dataClick(t, p, "#rules-test-editor")
 	p.waitFor("the path error", `document.getElementById('rules-test-path').getAttribute('aria-invalid') === 'true' &&
 		document.getElementById('rules-verdict').textContent.includes('invalid_path')`, 10*time.Second)
+	if p.eval(`!!document.querySelector('#rules-list .rules-rule.rules-decider')`) {
+		t.Errorf("a rule stays marked as deciding after a refused test")
+	}
 
 	// The indexes: one declared through the API is listed with its state.
 	e.call(t, http.MethodPut, "/api/db/indexes", e.proj.Headers(), map[string]any{"indexes": []any{
@@ -349,6 +353,5 @@ func consoleRules(t *testing.T, e *consoleEnv) {
 		tr.cells.length === 4 && tr.cells[0].textContent === 'notes' && tr.cells[2].textContent === 'kind asc, rank desc' &&
 		['building', 'ready'].includes(tr.cells[3].querySelector('.badge')?.dataset.state))`, 10*time.Second)
 
-	e.shoot(t, p, "rules")
 	e.checkA11y(t, p)
 }

@@ -9,7 +9,7 @@
 // (client.db.testRules) under the editor's unsaved rules or the saved ones,
 // and the deciding rule is highlighted in the form. The indexes table lists
 // the project's declared indexes with their state on this node.
-import { h, append, clear, replace, field, button, errorBox, errorText, table, toast } from '../dom.js';
+import { h, append, clear, replace, field, button, errorBox, errorText, table } from '../dom.js';
 
 /** lineOf returns the 1-based line and column of offset in text. */
 function lineOf(text, offset) {
@@ -110,7 +110,7 @@ export default {
       };
       return h('li', { class: `rules-rule${i === decider ? ' rules-decider' : ''}`, 'data-rule': String(i) },
         h('fieldset', { class: 'stack' },
-          h('legend', null, `Rule ${i + 1}`, i === decider ? h('span', { class: 'badge info rules-decider-badge' }, 'decided the test') : null),
+          h('legend', null, `Rule ${i + 1}`, h('span', { class: 'badge info rules-decider-badge', hidden: i !== decider }, 'decided the test')),
           field('Match (path pattern)', ctl('match', false)),
           field('Read (CEL; empty denies)', ctl('read', true)),
           field('Write (CEL; empty denies)', ctl('write', true)),
@@ -118,6 +118,17 @@ export default {
             button('Move up', () => move(i - 1), { class: 'secondary small rules-up', disabled: i === 0, 'aria-label': `Move rule ${i + 1} up` }),
             button('Move down', () => move(i + 1), { class: 'secondary small rules-down', disabled: i === rules.length - 1, 'aria-label': `Move rule ${i + 1} down` }),
             button('Remove', () => { rules.splice(i, 1); drawRules(); }, { class: 'secondary small', 'aria-label': `Remove rule ${i + 1}` }))));
+    }
+
+    /** markDecider highlights rule i (-1: none) as the one the last test named. */
+    function markDecider(i) {
+      decider = i;
+      for (const li of list.querySelectorAll('.rules-rule')) {
+        const on = Number(li.dataset.rule) === i;
+        li.classList.toggle('rules-decider', on);
+        const b = li.querySelector('.rules-decider-badge');
+        if (b) b.hidden = !on;
+      }
     }
 
     function drawRules() {
@@ -152,7 +163,6 @@ export default {
         const r = await client.db.setRules(rules);
         if (!alive()) return;
         replace(msg, h('p', { class: 'ok', id: 'rules-saved' }, `Saved: revision ${r.revision}.`));
-        toast('Rules saved', 'ok');
       } catch (err) {
         if (alive()) showFieldError(err);
       } finally {
@@ -315,6 +325,7 @@ export default {
         showVerdict(r, withEditor);
       } catch (err) {
         if (!alive()) return;
+        markDecider(-1);
         if (withEditor && fieldPath(err.field)) {
           clearErrors();
           showFieldError(err);
@@ -329,8 +340,7 @@ export default {
     }
 
     function showVerdict(r, withEditor) {
-      decider = withEditor ? r.rule : -1;
-      drawRules();
+      markDecider(withEditor ? r.rule : -1);
       const a = r.auth;
       replace(verdict,
         h('p', { class: 'rules-verdict-line' },
