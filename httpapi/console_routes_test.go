@@ -139,3 +139,88 @@ func TestOwnerUserSessions(t *testing.T) {
 	}
 
 }
+
+// TestOwnerPushReads: an owner reads another user's devices and topics,
+// the project's topics with their subscriber counts, and the push switch;
+// a user names no one but themselves.
+func TestOwnerPushReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.mustRegister(t, e.p, "")
+	b := e.mustRegister(t, e.p, "")
+	e.mustCall(t, a.Token, http.MethodPost, "/api/notifications/register", registerBodyFor("tok-a-1", "android"), http.StatusCreated)
+	for _, s := range []struct{ tok, topic string }{{a.Token, "sport"}, {a.Token, "news"}, {b.Token, "news"}, {b.Token, "a-b"}} {
+		e.mustCall(t, s.tok, http.MethodPost, "/api/notifications/subscribe", fmt.Sprintf(`{"topic":%q}`, s.topic), http.StatusOK)
+	}
+	own := e.p.OwnerToken
+
+	r := e.mustCall(t, own, http.MethodGet, "/api/notifications/devices?userId="+a.ID, "", http.StatusOK)
+	var devs struct{ Devices []pushDevice }
+	mustDecode(t, r.Body, &devs)
+	if len(devs.Devices) != 1 || devs.Devices[0].Token != "tok-a-1" || devs.Devices[0].UserID != a.ID {
+		t.Errorf("owner reads a's devices: %s", r.Body)
+	}
+	r = e.mustCall(t, own, http.MethodGet, "/api/notifications/topics?userId="+a.ID, "", http.StatusOK)
+	if !jsonEqual(r.Body, []byte(`{"topics":["news","sport"]}`)) {
+		t.Errorf("owner reads a's topics: %s", r.Body)
+	}
+	// Absent or empty userId: the caller's own (the owner has none).
+	for _, u := range []string{"/api/notifications/devices", "/api/notifications/devices?userId=", "/api/notifications/devices?userId=" + e.p.OwnerID} {
+		r = e.mustCall(t, own, http.MethodGet, u, "", http.StatusOK)
+		if !jsonEqual(r.Body, []byte(`{"devices":[]}`)) {
+			t.Errorf("%s as the owner: %s", u, r.Body)
+		}
+	}
+	// A user may name themselves.
+	r = e.mustCall(t, a.Token, http.MethodGet, "/api/notifications/topics?userId="+a.ID, "", http.StatusOK)
+	if !jsonEqual(r.Body, []byte(`{"topics":["news","sport"]}`)) {
+		t.Errorf("a reads their own topics by id: %s", r.Body)
+	}
+	// Unknown query parameters keep their treatment on these routes: ignored.
+	e.mustCall(t, a.Token, http.MethodGet, "/api/notifications/topics?x=1", "", http.StatusOK)
+
+	for _, c := range []struct {
+		name, tok, url, code, field string
+		status                      int
+	}{
+		{"a user reads another's devices", b.Token, "/api/notifications/devices?userId=" + a.ID, "forbidden", "", 403},
+		{"a user reads another's topics", b.Token, "/api/notifications/topics?userId=" + a.ID, "forbidden", "", 403},
+		{"a user reads an unknown user's devices", b.Token, "/api/notifications/devices?userId=nosuchuser", "forbidden", "", 403},
+		{"the owner reads an unknown user's devices", own, "/api/notifications/devices?userId=nosuchuser", "not_found", "userId", 404},
+		{"the owner reads an unknown user's topics", own, "/api/notifications/topics?userId=nosuchuser", "not_found", "userId", 404},
+		{"the owner names a reserved id", own, "/api/notifications/topics?userId=_users", "not_found", "userId", 404},
+		{"the owner names a path", own, "/api/notifications/devices?userId=" + a.ID + "%2Fx", "not_found", "userId", 404},
+		{"a user lists the project's topics", a.Token, "/api/notifications/project-topics", "forbidden", "", 403},
+		{"a user reads the push switch", a.Token, "/api/notifications/toggle-push", "forbidden", "", 403},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			checkError(t, e.call(t, c.tok, http.MethodGet, c.url, ""), c.status, c.code, c.field)
+		})
+	}
+
+	r = e.mustCall(t, own, http.MethodGet, "/api/notifications/project-topics", "", http.StatusOK)
+	if !jsonEqual(r.Body, []byte(`{"topics":[{"topic":"a-b","subscribers":1},{"topic":"news","subscribers":2},{"topic":"sport","subscribers":1}],"complete":true}`)) {
+		t.Errorf("project topics: %s", r.Body)
+	}
+	e.mustCall(t, a.Token, http.MethodPost, "/api/notifications/unsubscribe", `{"topic":"sport"}`, http.StatusOK)
+	r = e.mustCall(t, own, http.MethodGet, "/api/notifications/project-topics", "", http.StatusOK)
+	if !jsonEqual(r.Body, []byte(`{"topics":[{"topic":"a-b","subscribers":1},{"topic":"news","subscribers":2}],"complete":true}`)) {
+		t.Errorf("project topics after an unsubscribe: %s", r.Body)
+	}
+
+	sw := func(want string) {
+		t.Helper()
+		r := e.mustCall(t, own, http.MethodGet, "/api/notifications/toggle-push", "", http.StatusOK)
+		if !jsonEqual(r.Body, []byte(fmt.Sprintf(`{"projectId":%q,"pushEnabled":%s}`, e.p.ID, want))) {
+			t.Errorf("push switch: %s, want pushEnabled %s", r.Body, want)
+		}
+	}
+	sw("true")
+	e.mustCall(t, own, http.MethodPost, "/api/notifications/toggle-push", fmt.Sprintf(`{"projectId":%q,"enabled":false}`, e.p.ID), http.StatusOK)
+	sw("false")
+	r = e.call(t, own, http.MethodPut, "/api/notifications/toggle-push", `{}`)
+	checkError(t, r, http.StatusMethodNotAllowed, "method_not_allowed", "")
+	if r.Header.Get("Allow") != "GET, POST" {
+		t.Errorf("Allow = %q", r.Header.Get("Allow"))
+	}
+}

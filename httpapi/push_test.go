@@ -1849,7 +1849,9 @@ type pushRoute struct {
 // of the owner, {skeep} an owner's schedule.
 func pushRoutes(t testing.TB) []pushRoute {
 	return []pushRoute{
-		{method: "POST", url: "/api/notifications/toggle-push", body: `{"projectId":"{pid}","enabled":false}`, allow: "POST", ownerOnly: true},
+		{method: "POST", url: "/api/notifications/toggle-push", body: `{"projectId":"{pid}","enabled":false}`, allow: "GET, POST", ownerOnly: true},
+		{method: "GET", url: "/api/notifications/toggle-push", allow: "GET, POST", ownerOnly: true},
+		{method: "GET", url: "/api/notifications/project-topics", allow: "GET", ownerOnly: true},
 		{method: "POST", url: "/api/notifications/register", body: registerBodyFor("new-{rand}", "ios"), allow: "POST"},
 		{method: "POST", url: "/api/notifications/unregister", body: `{"token":"{keep}"}`, allow: "POST"},
 		{method: "GET", url: "/api/notifications/devices", allow: "GET"},

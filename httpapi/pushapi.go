@@ -21,6 +21,9 @@ type Push interface {
 	Subscribe(ctx context.Context, c push.Caller, topic string) (uint64, error)
 	Unsubscribe(ctx context.Context, c push.Caller, topic string) (uint64, error)
 	Topics(c push.Caller) ([]string, error)
+	DevicesOf(c push.Caller, uid string) ([]push.Device, error)
+	TopicsOf(c push.Caller, uid string) ([]string, error)
+	ProjectTopics(c push.Caller) ([]push.TopicCount, bool, error)
 	Send(ctx context.Context, c push.Caller, t push.Target, content push.Content) (*push.Notification, uint64, error)
 	Schedule(ctx context.Context, c push.Caller, t *push.Target, content push.Content, sendAt string) (*push.Schedule, uint64, error)
 	Schedules(c push.Caller, limit int, cursor string) (*push.Page[push.Schedule], error)
@@ -38,13 +41,14 @@ func (s *Server) pushRoutes() {
 			}
 		}
 	}
-	s.mux.HandleFunc("/api/notifications/toggle-push", h(http.MethodPost, s.pushToggle))
+	s.mux.HandleFunc("/api/notifications/toggle-push", h("GET,POST", s.pushToggle))
 	s.mux.HandleFunc("/api/notifications/register", h(http.MethodPost, s.pushRegister))
 	s.mux.HandleFunc("/api/notifications/unregister", h(http.MethodPost, s.pushUnregister))
 	s.mux.HandleFunc("/api/notifications/devices", h(http.MethodGet, s.pushDevices))
 	s.mux.HandleFunc("/api/notifications/subscribe", h(http.MethodPost, s.pushSubscribe(true)))
 	s.mux.HandleFunc("/api/notifications/unsubscribe", h(http.MethodPost, s.pushSubscribe(false)))
 	s.mux.HandleFunc("/api/notifications/topics", h(http.MethodGet, s.pushTopics))
+	s.mux.HandleFunc("/api/notifications/project-topics", h(http.MethodGet, s.pushProjectTopics))
 	s.mux.HandleFunc("/api/notifications/send-to-project/{projectId}", h(http.MethodPost, s.pushSendProject))
 	s.mux.HandleFunc("/api/notifications/send-to-user/{userId}", h(http.MethodPost, s.pushSendUser))
 	s.mux.HandleFunc("/api/notifications/send-to-topic", h(http.MethodPost, s.pushSendTopic))
@@ -60,6 +64,10 @@ func (s *Server) pushRoutes() {
 // order, before any body is read) and runs fn with the caller.
 func (s *Server) pushCall(w http.ResponseWriter, r *http.Request, method string, fn func(http.ResponseWriter, *http.Request, push.Caller) error) error {
 	switch method {
+	case "GET,POST":
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			return methodNotAllowed("GET", "POST")
+		}
 	case "GET,PUT":
 		if r.Method != http.MethodGet && r.Method != http.MethodPut {
 			return methodNotAllowed("GET", "PUT")
@@ -97,6 +105,14 @@ func (s *Server) writeCtx(r *http.Request) (context.Context, context.CancelFunc)
 func (s *Server) pushToggle(w http.ResponseWriter, r *http.Request, c push.Caller) error {
 	if err := ownerOnly(c); err != nil {
 		return err
+	}
+	if r.Method == http.MethodGet {
+		on, err := s.push.Enabled(c.ProjectID)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"projectId": c.ProjectID, "pushEnabled": on})
+		return nil
 	}
 	var body struct {
 		ProjectID *string `json:"projectId"`
@@ -167,8 +183,10 @@ func (s *Server) pushUnregister(w http.ResponseWriter, r *http.Request, c push.C
 	return writeCommitted(w, http.StatusOK, rev, map[string]any{"ok": true})
 }
 
+// pushDevices serves GET devices[?userId=]: an owner may name any user of
+// the project, anyone else only themselves.
 func (s *Server) pushDevices(w http.ResponseWriter, r *http.Request, c push.Caller) error {
-	list, err := s.push.Devices(c)
+	list, err := s.push.DevicesOf(c, r.URL.Query().Get("userId"))
 	if err != nil {
 		return err
 	}
@@ -200,12 +218,28 @@ func (s *Server) pushSubscribe(on bool) func(http.ResponseWriter, *http.Request,
 	}
 }
 
+// pushTopics serves GET topics[?userId=], as pushDevices.
 func (s *Server) pushTopics(w http.ResponseWriter, r *http.Request, c push.Caller) error {
-	list, err := s.push.Topics(c)
+	list, err := s.push.TopicsOf(c, r.URL.Query().Get("userId"))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topics": list})
+	return nil
+}
+
+// pushProjectTopics serves GET project-topics (owner): the topics someone
+// follows with their subscriber counts; "complete" is false when the
+// count's bound (push.MaxTopicCountKeys memberships) cut it short.
+func (s *Server) pushProjectTopics(w http.ResponseWriter, r *http.Request, c push.Caller) error {
+	if err := ownerOnly(c); err != nil {
+		return err
+	}
+	list, complete, err := s.push.ProjectTopics(c)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"topics": list, "complete": complete})
 	return nil
 }
 

@@ -206,8 +206,11 @@ func DevicesDir(pid, uid string) string { return AllDevices(pid) + sep + uid }
 // Device is the device of user uid whose token hashes to th.
 func Device(pid, uid, th string) string { return DevicesDir(pid, uid) + sep + th }
 
+// TopicsRoot holds project pid's topics (TopicDir), one directory each.
+func TopicsRoot(pid string) string { return pid + "/_topics" }
+
 // TopicDir holds the users that follow topic, one document per user id.
-func TopicDir(pid, topic string) string { return pid + "/_topics/" + topic }
+func TopicDir(pid, topic string) string { return TopicsRoot(pid) + sep + topic }
 
 // TopicMember records that user uid follows topic.
 func TopicMember(pid, topic, uid string) string { return TopicDir(pid, topic) + sep + uid }

@@ -25,6 +25,7 @@ type Store interface {
 	Get(path string) (*raftstore.Document, error)
 	List(parent, after string, limit int) ([]*raftstore.Document, string, error)
 	CountPrefix(prefix string) (int, error)
+	CountByChild(parent string, budget int) ([]raftstore.ChildCount, bool, error)
 	WaitApplied(ctx context.Context, idx uint64) error
 }
 
