@@ -29,6 +29,7 @@ type Store interface {
 	Txn(ctx context.Context, t *raftstore.Txn) (*raftstore.TxnResult, error)
 	Get(path string) (*raftstore.Document, error)
 	List(parent, after string, limit int) ([]*raftstore.Document, string, error)
+	Children(parent, after string, limit int) ([]raftstore.Child, string, error)
 	WaitRead(ctx context.Context, c raftstore.Consistency, minRev uint64) error
 	WaitApplied(ctx context.Context, idx uint64) error
 	Query(ctx context.Context, req raftstore.QueryRequest) (*raftstore.QueryResult, error)
@@ -226,6 +227,8 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) routes() {
 	s.mux.HandleFunc("/api/db", s.handleDB)
 	s.mux.HandleFunc("/api/db/rules", s.handleRules)
+	s.mux.HandleFunc("/api/db/rules/test", s.handleRulesTest)
+	s.mux.HandleFunc("/api/db/children", s.handleChildren)
 	s.mux.HandleFunc("/api/db/batch", s.handleBatch)
 	s.mux.HandleFunc("/api/db/query", s.handleQuery)
 	s.mux.HandleFunc("/api/db/indexes", s.handleIndexes)
