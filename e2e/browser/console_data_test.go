@@ -207,6 +207,8 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	for i, rank := range []int{2, 3, 1} {
 		dataPut(t, e, fmt.Sprintf("%s/q%d", notes, i+1), map[string]any{"kind": "q", "rank": rank})
 	}
+	// The tree follows the server: the new documents appear without a reload.
+	p.waitFor("the new documents in the tree, live", fmt.Sprintf(`['xss', 'q1', 'q2', 'q3'].every(n => !!document.querySelector('#data-children li[data-path="' + %s + '/' + n + '"]'))`, js(notes)), 10*time.Second)
 
 	// A query: kind == "q" (typed as text, not JSON), ordered by rank descending.
 	dataOpen(t, p, "data-query")
@@ -219,6 +221,7 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	want := []string{notes + "/q2", notes + "/q1", notes + "/q3"}
 	wantJSON, _ := json.Marshal(want)
 	p.waitFor("the query's results in order", fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('#data-q-results > li')].map(l => l.dataset.path)) === %s`, js(string(wantJSON))), 10*time.Second)
+	p.await("show the results", `document.getElementById('data-q-msg').scrollIntoView({block: 'start'}); true`)
 	e.shoot(t, p, "data-query")
 
 	// A bad query: "in" needs an array; the server's error is shown.
