@@ -166,6 +166,18 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	}
 	q.waitFor("the overwrite in the second tab", dataEditorIs("title", "mine"), 10*time.Second)
 
+	// Another conflict, resolved by taking the server's version (nothing is written).
+	e.typeInto(t, q, "#data-editor", `{"title":"lost"}`)
+	other := dataPut(t, e, n1, map[string]any{"title": "mine", "by": "api"})
+	q.waitFor("the second tab's notice", `!document.getElementById('data-changed').hidden`, 10*time.Second)
+	dataClick(t, q, "#data-save")
+	dataClick(t, q, "#data-take-theirs")
+	q.waitFor("their version in the editor", dataEditorIs("by", "api")+fmt.Sprintf(` && document.getElementById('data-conflict').hidden &&
+		document.getElementById('data-revision').dataset.revision === %s`, js(fmt.Sprint(other.Revision))), 10*time.Second)
+	if d := dataGet(t, e, n1, http.StatusOK); d.Revision != other.Revision {
+		t.Fatalf("taking theirs wrote: revision %d -> %d", other.Revision, d.Revision)
+	}
+
 	// Create a document under the current collection (create-only).
 	n2 := notes + "/n2"
 	dataOpen(t, p, "data-new")

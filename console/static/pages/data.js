@@ -441,8 +441,9 @@ export default {
         h('div', { class: 'row' },
           button(theirs ? 'Overwrite with mine' : 'Create it again with mine', () => save(true, rev), { id: 'data-overwrite', class: 'danger' }),
           button('Take theirs', () => {
-            if (theirs) showDoc(theirs);
-            else { docPath && showDoc(null); }
+            showDoc(theirs);
+            if (!theirs) replace(docMsg, h('p', { class: 'warn' }, `${docPath} was deleted.`));
+            else editor.focus();
           }, { id: 'data-take-theirs', class: 'secondary' })));
       conflict.dataset.revision = String(rev);
       conflict.querySelector('#data-overwrite').focus();
