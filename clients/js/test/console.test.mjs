@@ -253,7 +253,7 @@ test('db.testRules: evaluates without saving', async (t) => {
     return;
   }
   const { user } = await newUser();
-  const rules = [{ match: 'tr/{id}', read: 'auth != null', write: 'auth != null && auth.uid == id' }];
+  const rules = [{ match: 'tr/{id}', read: "auth.uid != ''", write: "auth.uid != '' && auth.uid == id" }];
   const anon = await o.db.testRules({ op: 'read', path: 'tr/x', rules });
   assert.equal(anon.allowed, false);
   assert.equal(anon.auth, null);
@@ -261,7 +261,7 @@ test('db.testRules: evaluates without saving', async (t) => {
   assert.equal(signed.allowed, true);
   assert.equal(signed.rule, 0);
   assert.equal(signed.match, 'tr/{id}');
-  assert.equal(signed.expression, 'auth != null');
+  assert.equal(signed.expression, "auth.uid != ''");
   assert.equal(signed.auth.uid, user.id);
   const own = await o.db.testRules({ op: 'write', path: 'tr/' + user.id, userId: user.id, data: { a: 1 }, rules });
   assert.equal(own.allowed, true);
