@@ -236,6 +236,13 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	p.await("show the results", `document.getElementById('data-q-msg').scrollIntoView({block: 'start'}); true`)
 	e.shoot(t, p, "data-query")
 
+	// Paging by the query's cursor: two, then the third.
+	e.typeInto(t, p, "#data-q-limit", "2")
+	dataClick(t, p, "#data-q-run")
+	p.waitFor("the first page", `document.querySelectorAll('#data-q-results > li').length === 2 && !document.getElementById('data-q-next').hidden`, 10*time.Second)
+	dataClick(t, p, "#data-q-next")
+	p.waitFor("the second page appended", fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('#data-q-results > li')].map(l => l.dataset.path)) === %s`, js(string(wantJSON))), 10*time.Second)
+
 	// A bad query: "in" needs an array; the server's error is shown.
 	p.await("op in", `const s = document.querySelector('.data-q-filter [name=op]'); s.value = 'in'; s.dispatchEvent(new Event('change')); true`)
 	dataClick(t, p, "#data-q-run")
@@ -252,6 +259,18 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	if !p.eval(`window.__xss === undefined && !document.querySelector('#main img')`) {
 		t.Fatalf("stored markup became an element or ran\n%s", p.state())
 	}
+
+	// The tree pages by 100: Load more brings the rest.
+	var writes []map[string]any
+	for i := 0; i < 105; i++ {
+		writes = append(writes, map[string]any{"op": "set", "collection": fmt.Sprintf("many/d%03d", i), "data": map[string]any{"i": i}})
+	}
+	e.call(t, http.MethodPost, "/api/db/batch", e.proj.Headers(), map[string]any{"writes": writes}, http.StatusOK, nil)
+	e.open(t, p, "data?path=many")
+	p.waitFor("the first page of the tree", `document.querySelectorAll('#data-children > li').length === 100 && !document.getElementById('data-more').hidden`, 10*time.Second)
+	dataClick(t, p, "#data-more")
+	p.waitFor("the rest of the tree", `document.querySelectorAll('#data-children > li').length === 105 && document.getElementById('data-more').hidden &&
+		document.querySelector('#data-children > li:last-child').dataset.path === 'many/d104'`, 10*time.Second)
 
 	e.open(t, p, "data?"+url.Values{"path": {notes}, "doc": {n1}}.Encode())
 	p.waitFor("the note", dataEditorIs("title", "mine"), 10*time.Second)
