@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/edgebase/edgebase/node/nodetest"
 )
 
 // The routes the admin console needs beyond the SDK's (issue 20): an
@@ -222,5 +225,102 @@ func TestOwnerPushReads(t *testing.T) {
 	checkError(t, r, http.StatusMethodNotAllowed, "method_not_allowed", "")
 	if r.Header.Get("Allow") != "GET, POST" {
 		t.Errorf("Allow = %q", r.Header.Get("Allow"))
+	}
+}
+
+// TestTransferLeader: POST /admin/cluster/leader on a 3-voter cluster with
+// an edge node, served by a follower and by the edge: the named voter (or
+// some other voter) leads afterwards and the old leader does not.
+func TestTransferLeader(t *testing.T) {
+	t.Parallel()
+	c := nodetest.Start(t, nodetest.Options{Voters: 3, Edges: 1, Tuning: nodetest.FastTuning()})
+	on := func(i int) *env { return &env{c: c, base: c.Nodes[i].URL()} }
+	admin := map[string]string{"Authorization": "Bearer " + nodetest.AdminToken}
+	edge := -1
+	for i, m := range c.Nodes {
+		if m.Edge {
+			edge = i
+		}
+	}
+	if edge < 0 {
+		t.Fatal("no edge node")
+	}
+	transfer := func(t *testing.T, via int, body string) string {
+		t.Helper()
+		r := on(via).mustSend(t, http.MethodPost, "/admin/cluster/leader", admin, body)
+		if r.Status != http.StatusOK {
+			t.Fatalf("transfer %s via %s: %d %s", body, c.Nodes[via].ID, r.Status, r.Body)
+		}
+		var out struct{ Leader string }
+		mustDecode(t, r.Body, &out)
+		return out.Leader
+	}
+	isLeader := func(i int) bool { return c.Nodes[i].Node.Store.IsLeader() }
+
+	old := c.Leader(10 * time.Second)
+	var via, target int
+	for i, m := range c.Nodes {
+		if i != old && !m.Edge {
+			via, target = target, i // the two followers
+		}
+	}
+	got := transfer(t, via, fmt.Sprintf(`{"id":%q}`, c.Nodes[target].ID))
+	if got != c.Nodes[target].ID {
+		t.Fatalf("answer leader %q, want %q", got, c.Nodes[target].ID)
+	}
+	if !isLeader(target) {
+		t.Errorf("%s is not leader after the transfer to it", c.Nodes[target].ID)
+	}
+	if isLeader(old) {
+		t.Errorf("the old leader %s still leads", c.Nodes[old].ID)
+	}
+
+	// Through the edge node, to any other voter.
+	before := c.Leader(10 * time.Second)
+	got = transfer(t, edge, `{}`)
+	if got == "" || got == c.Nodes[before].ID || got == c.Nodes[edge].ID {
+		t.Fatalf("transfer to any voter answered %q (leader before %s)", got, c.Nodes[before].ID)
+	}
+	nodetest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if isLeader(before) {
+			return fmt.Errorf("%s still leads", c.Nodes[before].ID)
+		}
+		return nil
+	})
+
+	// Naming the leader changes nothing.
+	now := c.Leader(10 * time.Second)
+	if got := transfer(t, now, fmt.Sprintf(`{"id":%q}`, c.Nodes[now].ID)); got != c.Nodes[now].ID {
+		t.Errorf("transfer to the leader itself answered %q, want %q", got, c.Nodes[now].ID)
+	}
+
+	for _, tc := range []struct {
+		name, method, body, code, field string
+		via, status                     int
+		headers                         map[string]string
+	}{
+		{"an edge node", "POST", fmt.Sprintf(`{"id":%q}`, c.Nodes[edge].ID), "not_voter", "id", via, 409, admin},
+		{"an edge node, asked of the edge", "POST", fmt.Sprintf(`{"id":%q}`, c.Nodes[edge].ID), "not_voter", "id", edge, 409, admin},
+		{"an unknown node", "POST", `{"id":"nope"}`, "not_found", "id", via, 404, admin},
+		{"an unknown node, asked of the leader", "POST", `{"id":"nope"}`, "not_found", "id", now, 404, admin},
+		{"an empty id", "POST", `{"id":""}`, "invalid_argument", "id", via, 400, admin},
+		{"a number id", "POST", `{"id":2}`, "invalid_argument", "id", via, 400, admin},
+		{"bad JSON", "POST", `{"id":`, "invalid_json", "", via, 400, admin},
+		{"no body", "POST", "", "invalid_argument", "", via, 400, map[string]string{"Authorization": admin["Authorization"], "Content-Type": "application/json"}},
+		{"not JSON", "POST", `{}`, "unsupported_media_type", "", via, 415, map[string]string{"Authorization": admin["Authorization"], "Content-Type": "text/plain"}},
+		{"GET", "GET", "", "method_not_allowed", "", via, 405, admin},
+		{"no token", "POST", `{}`, "missing_token", "", via, 401, map[string]string{}},
+		{"a wrong token", "POST", `{}`, "invalid_token", "", via, 401, map[string]string{"Authorization": "Bearer nope"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := on(tc.via).mustSend(t, tc.method, "/admin/cluster/leader", tc.headers, tc.body)
+			checkError(t, r, tc.status, tc.code, tc.field)
+			if tc.status == 405 && r.Header.Get("Allow") != "POST" {
+				t.Errorf("Allow = %q", r.Header.Get("Allow"))
+			}
+		})
+	}
+	if l := c.Leader(10 * time.Second); l != now {
+		t.Errorf("refused transfers moved the leadership from %s to %s", c.Nodes[now].ID, c.Nodes[l].ID)
 	}
 }

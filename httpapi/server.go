@@ -40,6 +40,9 @@ type Store interface {
 type Cluster interface {
 	Status(ctx context.Context) (raftstore.ClusterStatus, error)
 	RemoveNode(ctx context.Context, id string) error
+	// TransferLeadershipTo hands leadership to voter id ("" = any other)
+	// and returns the new leader's id.
+	TransferLeadershipTo(ctx context.Context, id string) (string, error)
 	Backup(ctx context.Context, w io.Writer) (uint64, error)
 	LeaderID() string
 	ReadIndex(ctx context.Context) (uint64, error)
@@ -251,6 +254,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/admin/projects/{id}/owner", s.admin(s.handleSetOwner))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
 	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))
+	s.mux.HandleFunc("/admin/cluster/leader", s.admin(s.handleTransferLeader))
 	s.mux.HandleFunc("/admin/backup", s.admin(s.handleBackup))
 	s.mux.HandleFunc("/healthz", s.getOnly(s.handleHealthz))
 	s.mux.HandleFunc("/readyz", s.getOnly(s.handleReadyz))

@@ -136,8 +136,13 @@ func (s *Store) internalCall(ctx context.Context, base, endpoint string, body []
 		}
 		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, internalMessage(b))
 	case http.StatusConflict:
-		if internalMessage(b) == ErrLastVoter.Error() {
+		switch internalMessage(b) {
+		case ErrLastVoter.Error():
 			return true, ErrLastVoter
+		case ErrNotVoter.Error():
+			return true, ErrNotVoter
+		case ErrNoOtherVoter.Error():
+			return true, ErrNoOtherVoter
 		}
 		return true, fmt.Errorf("internal %s: status %d: %s", endpoint, resp.StatusCode, internalMessage(b))
 	default:
@@ -584,6 +589,7 @@ func (s *Store) InternalHandler() http.Handler {
 		writeJSON(w, s.self())
 	})
 	mux.HandleFunc("POST "+InternalPrefix+"membership", s.serveMembership)
+	mux.HandleFunc("POST "+InternalPrefix+"transfer", s.serveTransfer)
 	mux.HandleFunc(InternalPrefix, func(w http.ResponseWriter, r *http.Request) {
 		internalError(w, "no such internal endpoint (or not with this method)", http.StatusNotFound)
 	})
