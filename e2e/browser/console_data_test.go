@@ -272,6 +272,19 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	p.waitFor("the rest of the tree", `document.querySelectorAll('#data-children > li').length === 105 && document.getElementById('data-more').hidden &&
 		document.querySelector('#data-children > li:last-child').dataset.path === 'many/d104'`, 10*time.Second)
 
+	// Go to a document's path (typed, then Enter): it opens in the editor,
+	// listed with its siblings.
+	p.await("mark the page", `window.__openOld = document.querySelector('#main > section'); true`)
+	e.typeInto(t, p, "#data-goto", n1)
+	e.key(t, p, "Enter")
+	p.waitFor("the document from the path bar", fmt.Sprintf(`document.querySelector('#main > section') !== window.__openOld &&
+		document.getElementById('data-doc-h')?.textContent === %s && !!document.querySelector('#data-children li[data-path=%s]') && %s`,
+		js(n1), js(n1), dataEditorIs("title", "mine")), 10*time.Second)
+	// A path without a document is listed: users/<uid> holds notes only.
+	e.typeInto(t, p, "#data-goto", "users/"+uid)
+	e.key(t, p, "Enter")
+	p.waitFor("the collection from the path bar", fmt.Sprintf(`!!document.querySelector('#data-children li[data-path=%s]') &&
+		document.querySelector('#data-doc-h').textContent === 'Document'`, js(notes)), 10*time.Second)
 	e.open(t, p, "data?"+url.Values{"path": {notes}, "doc": {n1}}.Encode())
 	p.waitFor("the note", dataEditorIs("title", "mine"), 10*time.Second)
 	e.shoot(t, p, "data")

@@ -17,6 +17,12 @@ function join(p, name) {
   return p ? `${p}/${name}` : name;
 }
 
+/** parentOf is the collection that holds path ("" for a top-level one). */
+function parentOf(path) {
+  const i = path.lastIndexOf('/');
+  return i < 0 ? '' : path.slice(0, i);
+}
+
 /** clean trims a typed path and its slashes. */
 function clean(path) {
   return String(path || '').trim().replace(/^\/+|\/+$/g, '');
@@ -106,11 +112,23 @@ export default {
       }, seg)));
     }
     const goto = h('input', { id: 'data-goto', name: 'goto', value: path, placeholder: 'users/u1/notes', autocomplete: 'off', spellcheck: 'false' });
-    const gotoForm = h('form', { class: 'row data-goto', on: { submit: (e) => {
+    // Go to a path: a document opens in the editor, listed with its
+    // siblings; any other path is browsed as a collection.
+    const gotoForm = h('form', { class: 'row data-goto', on: { submit: async (e) => {
       e.preventDefault();
       const to = clean(goto.value);
-      ctx.navigate('data', to ? { path: to } : {});
-    } } }, field('Go to path', goto), h('button', { type: 'submit', class: 'secondary' }, 'Go'));
+      let doc = null;
+      if (to) {
+        try {
+          doc = await client.db.get(to);
+        } catch {
+          doc = null; // a bad path or no access: the listing says why
+        }
+      }
+      if (!alive()) return;
+      if (doc) ctx.navigate('data', parentOf(to) ? { path: parentOf(to), doc: to } : { doc: to });
+      else ctx.navigate('data', to ? { path: to } : {});
+    } } }, field('Go to path', goto, 'A document opens in the editor; anything else is listed.'), h('button', { type: 'submit', class: 'secondary' }, 'Go'));
 
     root.append(
       h('div', { class: 'row data-head' }, h('h1', { id: 'h-data', class: 'grow' }, 'Data'), rt),
