@@ -119,6 +119,7 @@ func consoleUsers(t *testing.T, e *consoleEnv) {
 	sessionRows := `[...document.querySelectorAll('#users-sessions tbody tr[data-session]')]`
 	p.waitFor("Ann's three sessions with their agents", `(() => { const r = `+sessionRows+`; return r.length === 3 &&
 		r.some(x => x.textContent.includes('HU-Agent-Alpha/1.0')) && r.some(x => x.textContent.includes('HU-Agent-Beta/2.0')); })()`, 15*time.Second)
+	p.await("scroll to the top", `window.scrollTo(0, 0); true`)
 	e.shoot(t, p, "users")
 	e.checkA11y(t, p)
 
@@ -355,7 +356,10 @@ func consolePush(t *testing.T, e *consoleEnv) {
 	p.await("set the send time an hour ahead", `const d = new Date(Date.now() + 3600e3); const z = (n) => String(n).padStart(2, '0');
 		const v = d.getFullYear() + '-' + z(d.getMonth() + 1) + '-' + z(d.getDate()) + 'T' + z(d.getHours()) + ':' + z(d.getMinutes());
 		const i = document.getElementById('push-send-at'); i.value = v; i.dispatchEvent(new Event('input')); true`)
-	usersClick(t, p, "schedule", "#push-schedule")
+	// Schedule by keyboard: from the date-time field, Tab to Schedule, Enter.
+	p.await("focus the send time", `document.getElementById('push-send-at').focus(); true`)
+	e.tabTo(t, p, "#push-schedule")
+	e.key(t, p, "Enter")
 	sid := p.waitFor("the schedule", `document.getElementById('push-result').dataset.schedule`, 15*time.Second)
 	p.waitFor("the schedule listed", fmt.Sprintf(`(() => { const r = document.querySelector('#push-schedules-list tr[data-id=%q]'); return !!r && r.dataset.status === 'scheduled'; })()`, sid), 15*time.Second)
 	var list struct {
@@ -378,6 +382,7 @@ func consolePush(t *testing.T, e *consoleEnv) {
 	if st, at := scheduled(); st != "scheduled" || at.Sub(time.Now().Add(time.Hour)).Abs() > 2*time.Minute {
 		t.Fatalf("the API's schedule: %s at %v, want scheduled about an hour from now", st, at)
 	}
+	p.await("scroll to the top", `window.scrollTo(0, 0); true`)
 	e.shoot(t, p, "push")
 	e.checkA11y(t, p)
 	usersClick(t, p, "cancel the schedule", fmt.Sprintf(`button.push-cancel[data-id=%q]`, sid))

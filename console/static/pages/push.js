@@ -147,6 +147,7 @@ export default {
         h('dt', null, 'Updated'), h('dd', null, c && c.updatedAt ? time(c.updatedAt) : '—')));
     }
     const credsMsg = h('div', { 'aria-live': 'assertive' });
+    const credsSaved = h('p', { class: 'ok', 'aria-live': 'polite' });
     async function loadCreds() {
       try {
         drawCreds(await push.getCredentials());
@@ -170,6 +171,7 @@ export default {
         submit: async (e) => {
           e.preventDefault();
           const text = credsText.value.trim();
+          credsSaved.textContent = '';
           if (!text) {
             replace(credsMsg, h('p', { class: 'error', role: 'alert' }, 'Paste the service account JSON or choose its file first.'));
             credsText.focus();
@@ -180,14 +182,14 @@ export default {
             credsText.value = '';
             credsFile.value = '';
             drawCreds(r);
-            toast('FCM credentials saved', 'ok');
+            credsSaved.textContent = `Saved: ${r.clientEmail || 'the service account'}.`;
           }
         },
       },
     },
     field('Service account JSON (paste it here)', credsText, 'The key file from the Firebase console. It is stored sealed; the key is never shown again.'),
     field('…or choose the JSON file', credsFile),
-    h('div', { class: 'row' }, h('button', { type: 'submit', id: 'push-creds-save' }, 'Save credentials')));
+    h('div', { class: 'row' }, h('button', { type: 'submit', id: 'push-creds-save' }, 'Save credentials'), credsSaved));
 
     // ---- devices and topics of one user
     const userInput = h('input', { type: 'text', id: 'push-user', name: 'user', autocomplete: 'off', value: ctx.params.get('user') || '', placeholder: 'user id or email' });
@@ -322,7 +324,6 @@ export default {
       if (!r) return;
       result.dataset.notification = r.notificationId || '';
       replace(result, 'Queued notification ', h('code', null, r.notificationId || ''), ` to ${targetText(target)}: ${r.targets} device${r.targets === 1 ? '' : 's'} targeted.`);
-      toast('Notification queued', 'ok');
       hist.reset();
     }
 
@@ -338,7 +339,6 @@ export default {
       if (!r) return;
       result.dataset.schedule = r.id || '';
       replace(result, 'Scheduled ', h('code', null, r.id || ''), ` for ${time(r.sendAt || at)} (${r.sendAt || at}) to ${targetText(r.target || f.target)}.`);
-      toast('Notification scheduled', 'ok');
       schedules.reset();
     }
 
@@ -351,11 +351,12 @@ export default {
     field('Body', body),
     field('Data (optional)', data, 'A JSON object whose values are strings.'),
     h('div', { class: 'row push-compose-row' }, field('Category', category), field('Audience', audience), audienceField),
-    h('div', { class: 'row push-compose-row' },
-      h('button', { type: 'submit', id: 'push-send' }, 'Send now'),
-      h('span', { class: 'muted' }, 'or'),
-      field('Send at (your local time)', sendAt),
-      button('Schedule', (e) => scheduleIt(e.currentTarget), { id: 'push-schedule', class: 'secondary' })),
+    h('div', { class: 'row' }, h('button', { type: 'submit', id: 'push-send' }, 'Send now')),
+    h('fieldset', { class: 'push-schedule-set' },
+      h('legend', null, 'Or schedule it'),
+      h('div', { class: 'row push-compose-row' },
+        field('Send at (your local time)', sendAt),
+        button('Schedule', (e) => scheduleIt(e.currentTarget), { id: 'push-schedule', class: 'secondary' }))),
     composeMsg,
     result);
 
