@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/edgebase/edgebase/node/nodetest"
 )
 
 type childItem struct {
@@ -207,4 +209,28 @@ func TestDBChildren(t *testing.T) {
 		{name: "bad min revision", url: "/api/db/children", headers: map[string]string{"X-Min-Revision": "soon"}, status: 400, code: "invalid_argument", field: "X-Min-Revision"},
 		{name: "POST is refused", method: "POST", url: "/api/db/children", body: `{}`, status: 405, code: "method_not_allowed"},
 	})
+}
+
+// The console runs on an edge node: there, both routes read strongly by
+// default, so they see a write committed through a voter a moment before.
+func TestDBChildrenAndRulesTestOnEdge(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, nodetest.Options{Voters: 1, Edges: 1})
+	edge := &env{c: e.c, base: e.c.Nodes[1].URL(), p: e.p, user: e.user, other: e.other}
+	own := e.p.OwnerToken
+	for i := range 5 {
+		name := fmt.Sprintf("e%d", i)
+		e.mustPut(t, own, "edge/"+name, `{"published":true}`)
+		got, _ := edge.allChildren(t, "edge", 2)
+		if len(got) != i+1 || got[i].Name != name {
+			t.Fatalf("children on the edge right after writing %s: %+v", name, got)
+		}
+		r := edge.mustSend(t, http.MethodPost, "/api/db/rules/test", bearer(own),
+			fmt.Sprintf(`{"op":"read","path":"edge/%s","userId":%q,"rules":[{"match":"edge/{id}","read":"resource.data.published == true","write":""}]}`, name, e.user.ID))
+		var res struct{ Allowed bool }
+		mustDecode(t, r.Body, &res)
+		if r.Status != http.StatusOK || !res.Allowed {
+			t.Fatalf("rules test on the edge right after writing %s: %d %s", name, r.Status, r.Body)
+		}
+	}
 }
