@@ -189,6 +189,15 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	if d := dataGet(t, e, n2, http.StatusOK); d.Data["keep"] != float64(1) || d.Data["drop"] != "me" {
 		t.Fatalf("created %v", d.Data)
 	}
+	// Unsaved edits are not dropped silently when another document is opened.
+	e.typeInto(t, p, "#data-editor", `{"title":"unsaved"}`)
+	p.await("open the users' document", fmt.Sprintf(`document.querySelector('li[data-path=%s] .data-view').click(); true`, js(n1)))
+	p.waitFor("the unsaved-edits question", `!!document.getElementById('data-discard') && document.activeElement.id === 'data-keep'`, 5*time.Second)
+	e.key(t, p, "Enter")
+	p.waitFor("the kept edits", `!document.getElementById('data-discard') && `+dataEditorIs("title", "unsaved"), 5*time.Second)
+	dataClick(t, p, "#data-reload")
+	p.waitFor("the reloaded document", dataEditorIs("drop", "me"), 10*time.Second)
+
 	// Creating it again is refused (it exists): the page says so.
 	e.typeInto(t, p, "#data-new-id", "n2")
 	dataClick(t, p, "#data-create")

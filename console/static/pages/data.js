@@ -147,6 +147,9 @@ export default {
     const treeMsg = h('div', { id: 'data-tree-msg' });
     const more = button('Load more', () => loadChildren(nextToken), { id: 'data-more', class: 'secondary small', hidden: true });
     let nextToken = '';
+    let pages = 0; // pages of the listing shown
+    const treeNote = h('p', { class: 'warn data-tree-changed', id: 'data-tree-changed', hidden: true }, 'The listing changed on the server. ',
+      button('Refresh', () => loadChildren(''), { id: 'data-tree-refresh', class: 'secondary small' }));
     let fallback = false;
 
     const childItem = (c) => {
@@ -156,7 +159,7 @@ export default {
         acts.push(h('a', { class: 'button secondary small data-open', href: `#/data?${new URLSearchParams({ path: c.path })}`, 'aria-label': `Open ${c.path}` }, 'Open ▸'));
       }
       if (c.document) {
-        acts.push(button('View', () => selectDoc(c.path), {
+        acts.push(button('View', () => openDoc(c.path), {
           class: 'small data-view', 'aria-label': `View document ${c.path}`, 'aria-pressed': c.path === docPath ? 'true' : 'false',
         }));
       }
@@ -189,7 +192,12 @@ export default {
       try {
         const page = await fetchChildren(token);
         if (!alive()) return;
-        if (!token) clear(list);
+        if (!token) {
+          clear(list);
+          pages = 0;
+          treeNote.hidden = true;
+        }
+        pages += 1;
         for (const c of page.children || []) list.append(childItem(c));
         nextToken = page.nextPageToken || '';
         more.hidden = !nextToken;
@@ -246,13 +254,18 @@ export default {
 
     append(treePane, [
       h('h2', { id: 'data-tree-h' }, path ? `Children of ${path}` : 'Top-level collections'),
-      list, treeMsg, h('div', { class: 'row' }, more), create,
+      treeNote, list, treeMsg, h('div', { class: 'row' }, more), create,
     ]);
 
-    // The listing follows the server: a change below path reloads the first page.
+    // The listing follows the server: a document added or removed below
+    // path reloads the first page (or, when more pages are shown, offers to).
     let treeTimer = null;
     const treeChanged = () => {
       clearTimeout(treeTimer);
+      if (pages > 1) {
+        treeNote.hidden = false;
+        return;
+      }
       treeTimer = setTimeout(() => { if (alive()) loadChildren(''); }, 250);
     };
     cleanups.push(() => clearTimeout(treeTimer));
@@ -261,7 +274,7 @@ export default {
       try {
         const sub = client.realtime.subscribeQuery({ collection: path, limit: 100 }, (ev) => {
           if (ev.type === 'snapshot' && first) { first = false; return; }
-          if (ev.type === 'change' || ev.type === 'snapshot') treeChanged();
+          if ((ev.type === 'change' && ev.changeType !== 'modified') || ev.type === 'snapshot') treeChanged();
         });
         cleanups.push(() => sub.unsubscribe());
       } catch (err) {
@@ -394,6 +407,21 @@ export default {
       }
     }
     cleanups.push(() => { if (docSub) docSub.unsubscribe(); });
+
+    /** openDoc shows the document at p, after asking when the editor holds unsaved edits. */
+    function openDoc(p) {
+      if (p === docPath || !dirty()) {
+        if (p !== docPath || !cur) selectDoc(p);
+        else editor.focus();
+        return;
+      }
+      const keep = button('Keep editing', () => { clear(docMsg); editor.focus(); }, { id: 'data-keep', class: 'secondary small' });
+      replace(docMsg, h('div', { class: 'row data-discard', role: 'alert' },
+        h('span', { class: 'warn' }, `${docPath} has unsaved edits.`),
+        button(`Discard them and open ${p}`, () => selectDoc(p), { id: 'data-discard', class: 'danger small' }),
+        keep));
+      keep.focus();
+    }
 
     function selectDoc(p) {
       docPath = p;
@@ -561,7 +589,7 @@ export default {
             h('div', { class: 'row' },
               h('code', { class: 'grow truncate' }, d.collection),
               h('span', { class: 'muted' }, `rev ${d.revision}`),
-              button('View', () => selectDoc(d.collection), { class: 'small secondary', 'aria-label': `View document ${d.collection}` })),
+              button('View', () => openDoc(d.collection), { class: 'small secondary', 'aria-label': `View document ${d.collection}` })),
             h('pre', { class: 'json' }, pretty(d.data))));
         }
         qCursor = page.nextCursor || '';
