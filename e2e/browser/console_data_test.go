@@ -191,7 +191,7 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	}
 	// Unsaved edits are not dropped silently when another document is opened.
 	e.typeInto(t, p, "#data-editor", `{"title":"unsaved"}`)
-	p.await("open the users' document", fmt.Sprintf(`document.querySelector('li[data-path=%s] .data-view').click(); true`, js(n1)))
+	p.await("open n1", fmt.Sprintf(`document.querySelector('li[data-path=%s] .data-view').click(); true`, js(n1)))
 	p.waitFor("the unsaved-edits question", `!!document.getElementById('data-discard') && document.activeElement.id === 'data-keep'`, 5*time.Second)
 	e.key(t, p, "Enter")
 	p.waitFor("the kept edits", `!document.getElementById('data-discard') && `+dataEditorIs("title", "unsaved"), 5*time.Second)
@@ -339,6 +339,9 @@ func consoleRules(t *testing.T, e *consoleEnv) {
 		const msg = document.getElementById((el.getAttribute('aria-describedby') || '').split(' ').pop());
 		return !!msg && msg.textContent.includes('rules[2].read') && el.closest('.rules-rule').dataset.rule === '2';
 	})()`, js(field)), 10*time.Second)
+	if !p.eval(`!document.getElementById('rules-dirty').hidden`) {
+		t.Errorf("the refused rules are not marked unsaved")
+	}
 	var after struct{ Rules []rule }
 	e.call(t, http.MethodGet, "/api/db/rules", e.proj.Headers(), nil, http.StatusOK, &after)
 	if fmt.Sprint(after.Rules) != fmt.Sprint(before.Rules) {
@@ -354,6 +357,9 @@ func consoleRules(t *testing.T, e *consoleEnv) {
 	e.tabTo(t, p, "#rules-save")
 	e.key(t, p, "Enter")
 	p.waitFor("the saved rules", `!!document.getElementById('rules-saved')`, 10*time.Second)
+	if !p.eval(`document.getElementById('rules-dirty').hidden`) {
+		t.Errorf("the saved rules are still marked unsaved")
+	}
 	good := append([]rule(nil), bad...)
 	good[2].Read = "auth.role == 'owner'"
 	e.call(t, http.MethodGet, "/api/db/rules", e.proj.Headers(), nil, http.StatusOK, &after)

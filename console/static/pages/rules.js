@@ -95,6 +95,7 @@ export default {
         el.value = r[key] || '';
         el.addEventListener('input', () => {
           rules[i][key] = el.value;
+          markDirty();
           if (el.getAttribute('aria-invalid')) {
             el.removeAttribute('aria-invalid');
             el.parentElement.querySelector('.rules-field-error')?.remove();
@@ -131,7 +132,13 @@ export default {
       }
     }
 
+    // Whether the form differs from the rules last loaded or saved.
+    let savedKey = '';
+    const dirtyBadge = h('span', { class: 'badge warn', id: 'rules-dirty', hidden: true }, 'Unsaved changes');
+    const markDirty = () => { dirtyBadge.hidden = JSON.stringify(rules) === savedKey; };
+
     function drawRules() {
+      markDirty();
       replace(list, rules.length ? rules.map(ruleItem) : h('li', { class: 'empty' }, 'No rules: every request is denied.'));
     }
 
@@ -163,6 +170,8 @@ export default {
         const r = await client.db.setRules(rules);
         if (!alive()) return;
         replace(msg, h('p', { class: 'ok', id: 'rules-saved' }, `Saved: revision ${r.revision}.`));
+        savedKey = JSON.stringify(rules);
+        markDirty();
       } catch (err) {
         if (alive()) showFieldError(err);
       } finally {
@@ -254,7 +263,7 @@ export default {
           button('Apply and save', () => { if (applyJSON()) save(); }, { id: 'rules-json-save' }))));
 
     append(editorCard, [
-      h('h2', { id: 'rules-editor-h' }, 'Access rules'),
+      h('div', { class: 'row' }, h('h2', { id: 'rules-editor-h', class: 'grow' }, 'Access rules'), dirtyBadge),
       h('p', { class: 'hint' }, 'The first rule whose pattern matches decides; no match denies. Expressions are CEL over auth, path variables, resource.data and request.data.'),
       form, jsonBox,
     ]);
@@ -265,6 +274,7 @@ export default {
         const r = await client.db.getRules();
         if (!alive()) return;
         rules = (r.rules || []).map((x) => ({ match: x.match || '', read: x.read || '', write: x.write || '' }));
+        savedKey = JSON.stringify(rules);
         decider = -1;
         drawRules();
         clear(msg);
