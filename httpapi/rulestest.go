@@ -100,6 +100,9 @@ func (s *Server) rulesTest(w http.ResponseWriter, r *http.Request) error {
 		if request, err = compactObject(t); err != nil {
 			return err
 		}
+		if len(request) > raftstore.MaxDocumentSize {
+			return newError(http.StatusRequestEntityTooLarge, "document_too_large", fmt.Sprintf("a document may be at most %d bytes", raftstore.MaxDocumentSize))
+		}
 	}
 	ctx := r.Context()
 	p, err := s.principal(ctx, r, c, minRev)

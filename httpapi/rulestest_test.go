@@ -216,5 +216,7 @@ func TestDBRulesTest(t *testing.T) {
 		{name: "no content type", method: "POST", url: "/api/db/rules/test", headers: map[string]string{"Content-Type": "text/plain"}, body: `{"op":"read","path":"a"}`, status: 415, code: "unsupported_media_type"},
 		{name: "unknown parameter", method: "POST", url: "/api/db/rules/test?collection=a", body: `{"op":"read","path":"a"}`, status: 400, code: "invalid_argument", field: "collection"},
 		{name: "GET is refused", url: "/api/db/rules/test", status: 405, code: "method_not_allowed"},
+		{name: "too many rules", method: "POST", url: "/api/db/rules/test", body: `{"op":"read","path":"a","rules":[` + strings.Repeat(`{"match":"**","read":"true","write":""},`, 200) + `{"match":"**","read":"true","write":""}]}`, status: 400, code: "invalid_argument", field: "rules"},
+		{name: "data larger than a document", method: "POST", url: "/api/db/rules/test", body: `{"op":"write","path":"a","data":{"s":"` + strings.Repeat("x", 1<<20) + `"}}`, status: 413, code: "document_too_large"},
 	})
 }
