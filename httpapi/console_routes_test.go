@@ -324,3 +324,129 @@ func TestTransferLeader(t *testing.T) {
 		t.Errorf("refused transfers moved the leadership from %s to %s", c.Nodes[now].ID, c.Nodes[l].ID)
 	}
 }
+
+type projectSummary struct {
+	ID, Name, CreatedAt string
+	Documents           int
+	Bytes               int64
+	LastWrite           *struct {
+		Revision uint64
+		Time     string
+	}
+	Approximate bool
+}
+
+// listAllProjects follows GET /admin/projects?limit= to the end.
+func (e *env) listAllProjects(t *testing.T, limit int) map[string]projectSummary {
+	t.Helper()
+	admin := bearer(nodetest.AdminToken)
+	out := map[string]projectSummary{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page > 50 {
+			t.Fatal("paging does not end")
+		}
+		u := fmt.Sprintf("/admin/projects?limit=%d", limit)
+		if cursor != "" {
+			u += "&cursor=" + cursor
+		}
+		r := e.mustSend(t, http.MethodGet, u, admin, "")
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", u, r.Status, r.Body)
+		}
+		var p struct {
+			Projects   []projectSummary
+			NextCursor string
+		}
+		mustDecode(t, r.Body, &p)
+		if len(p.Projects) > limit {
+			t.Fatalf("page of %d projects, limit %d", len(p.Projects), limit)
+		}
+		for _, pr := range p.Projects {
+			if _, dup := out[pr.ID]; dup {
+				t.Fatalf("project %s listed twice", pr.ID)
+			}
+			out[pr.ID] = pr
+		}
+		if p.NextCursor == "" {
+			return out
+		}
+		cursor = p.NextCursor
+	}
+}
+
+// TestAdminListProjects: every project, paged, with its user documents'
+// count, bytes and last write; accounts and other reserved state are not
+// counted; bad paging parameters are 400 naming them.
+func TestAdminListProjects(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	empty := e.c.CreateProject(0)
+	third := e.c.CreateProject(0)
+	d1 := e.mustPut(t, e.p.OwnerToken, "notes/a", `{"t":"hello"}`)
+	d2 := e.mustPut(t, e.p.OwnerToken, "notes/a/sub/b", `{"n":1}`)
+	d3 := e.mustPut(t, third.OwnerToken, "x", `{}`)
+
+	all := e.listAllProjects(t, 1)
+	if len(all) != 3 {
+		t.Fatalf("listed %d projects, want 3: %+v", len(all), all)
+	}
+	p := all[e.p.ID]
+	if p.Name != "test" || p.CreatedAt == "" || p.Documents != 2 || p.Bytes != int64(len(d1.Data)+len(d2.Data)) || p.Approximate {
+		t.Errorf("project with two documents: %+v (data %s %s)", p, d1.Data, d2.Data)
+	}
+	if p.LastWrite == nil || p.LastWrite.Revision != d2.Revision || p.LastWrite.Time != d2.UpdateTime {
+		t.Errorf("last write %+v, want revision %d at %s", p.LastWrite, d2.Revision, d2.UpdateTime)
+	}
+	if p := all[empty.ID]; p.Documents != 0 || p.Bytes != 0 || p.LastWrite != nil {
+		t.Errorf("project without documents: %+v", p)
+	}
+	if p := all[third.ID]; p.Documents != 1 || p.LastWrite == nil || p.LastWrite.Revision != d3.Revision {
+		t.Errorf("third project: %+v", p)
+	}
+	// One page holds them all; the figures follow a new write.
+	d4 := e.mustPut(t, e.p.OwnerToken, "notes/c", `{"k":"v"}`)
+	all = e.listAllProjects(t, 50)
+	if p := all[e.p.ID]; len(all) != 3 || p.Documents != 3 || p.LastWrite == nil || p.LastWrite.Revision != d4.Revision {
+		t.Errorf("after a third write: %+v", all[e.p.ID])
+	}
+	// A deleted document leaves the count.
+	if r := e.mustSend(t, http.MethodDelete, docQuery("notes/c"), bearer(e.p.OwnerToken), ""); r.Status != http.StatusOK {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	if p := e.listAllProjects(t, 50)[e.p.ID]; p.Documents != 2 {
+		t.Errorf("after a delete: %+v", p)
+	}
+
+	admin := bearer(nodetest.AdminToken)
+	for _, c := range []struct {
+		name, method, url, code, field string
+		status                         int
+		headers                        map[string]string
+	}{
+		{"limit 0", "GET", "/admin/projects?limit=0", "invalid_argument", "limit", 400, admin},
+		{"limit 101", "GET", "/admin/projects?limit=101", "invalid_argument", "limit", 400, admin},
+		{"limit not a number", "GET", "/admin/projects?limit=ten", "invalid_argument", "limit", 400, admin},
+		{"limit empty", "GET", "/admin/projects?limit=", "invalid_argument", "limit", 400, admin},
+		{"cursor reserved", "GET", "/admin/projects?cursor=_sys", "invalid_argument", "cursor", 400, admin},
+		{"cursor a path", "GET", "/admin/projects?cursor=a%2Fb", "invalid_argument", "cursor", 400, admin},
+		{"cursor empty", "GET", "/admin/projects?cursor=", "invalid_argument", "cursor", 400, admin},
+		{"unknown parameter", "GET", "/admin/projects?sort=name", "invalid_argument", "sort", 400, admin},
+		{"no token", "GET", "/admin/projects", "missing_token", "", 401, map[string]string{}},
+		{"a project owner's token", "GET", "/admin/projects", "invalid_token", "", 401, bearer(e.p.OwnerToken)},
+		{"PUT", "PUT", "/admin/projects", "method_not_allowed", "", 405, admin},
+		{"DELETE", "DELETE", "/admin/projects", "method_not_allowed", "", 405, admin},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := ""
+			if c.method == "PUT" {
+				body = `{}`
+			}
+			r := e.mustSend(t, c.method, c.url, c.headers, body)
+			checkError(t, r, c.status, c.code, c.field)
+			if c.status == 405 && r.Header.Get("Allow") != "GET, POST" {
+				t.Errorf("Allow = %q, want \"GET, POST\"", r.Header.Get("Allow"))
+			}
+		})
+	}
+}

@@ -34,6 +34,8 @@ type Store interface {
 	WaitApplied(ctx context.Context, idx uint64) error
 	Query(ctx context.Context, req raftstore.QueryRequest) (*raftstore.QueryResult, error)
 	Indexes(pid string) ([]raftstore.IndexState, error)
+	// ProjectStats scans project pid's user documents, at most budget.
+	ProjectStats(pid string, budget int) (raftstore.ProjectStats, error)
 }
 
 // Cluster is membership and operator access to the store.
@@ -126,6 +128,7 @@ type Accounts interface {
 	RevokeSession(ctx context.Context, p *auth.Principal, id, addr string) (uint64, error)
 	UserSessions(p *auth.Principal, uid string) ([]auth.SessionInfo, error)
 	RevokeUserSession(ctx context.Context, p *auth.Principal, uid, sid, addr string) (uint64, error)
+	ListProjects(after string, limit int) ([]auth.ProjectInfo, string, error)
 	ListAPIKeys(p *auth.Principal) ([]auth.APIKeyInfo, error)
 	CreateAPIKey(ctx context.Context, p *auth.Principal, name, addr string) (*auth.CreatedAPIKey, error)
 	DeleteAPIKey(ctx context.Context, p *auth.Principal, id, addr string) (uint64, error)
@@ -189,6 +192,8 @@ type Server struct {
 	corsOrigins  []string    // the operator's, canonical
 	// queryScanLimit bounds the documents a query examines without an index.
 	queryScanLimit int
+	// projStats caches the operator's project statistics (projectsapi.go).
+	projStats *statsCache
 }
 
 // errLogBurst is how many 5xx error lines a node writes per second; the
@@ -218,7 +223,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
 		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: newRouteMux(),
-		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now), corsOrigins: corsOrigins, queryScanLimit: cfg.QueryScanLimit}
+		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now), corsOrigins: corsOrigins, queryScanLimit: cfg.QueryScanLimit, projStats: newStatsCache()}
 	s.routes()
 	s.routeLabels = routeLabels(s.mux.patterns)
 	if s.metrics, err = newHTTPMetrics(cfg.Registerer, s.routeLabels); err != nil {
@@ -250,7 +255,7 @@ func (s *Server) routes() {
 	}
 	s.sdkRoutes()
 	s.consoleRoutes()
-	s.mux.HandleFunc("/admin/projects", s.admin(s.handleCreateProject))
+	s.mux.HandleFunc("/admin/projects", s.admin(s.handleProjects))
 	s.mux.HandleFunc("/admin/projects/{id}/owner", s.admin(s.handleSetOwner))
 	s.mux.HandleFunc("/admin/cluster", s.admin(s.handleClusterStatus))
 	s.mux.HandleFunc("/admin/cluster/nodes/{id}", s.admin(s.handleRemoveNode))
