@@ -71,7 +71,9 @@ func (s *Store) TransferLeadershipTo(ctx context.Context, id string) (string, er
 		f = s.raft.LeadershipTransfer()
 	}
 	if err := f.Error(); err != nil {
-		return "", fmt.Errorf("transfer leadership: %w", err)
+		// The target did not take over in time (unreachable, behind):
+		// nothing changed, the operator may retry.
+		return "", fmt.Errorf("%w: transfer leadership: %v", ErrTimeout, err)
 	}
 	s.logger.Info("leadership transferred on request", "to", id)
 	return s.awaitLeader(ctx, func(l string) bool { return l != "" && l != s.cfg.NodeID && (id == "" || l == id) })
@@ -97,26 +99,37 @@ func (s *Store) awaitLeader(ctx context.Context, ok func(string) bool) (string, 
 }
 
 // forwardTransfer asks the leader to transfer, then waits until this node
-// knows the new leader.
+// knows the new leader. While no leader is known, or the one asked is no
+// longer leader, it asks again (until ctx ends: ErrNoLeader).
 func (s *Store) forwardTransfer(ctx context.Context, id string) (string, error) {
-	base, err := s.leaderURL()
-	if err != nil {
-		return "", ErrNoLeader
-	}
 	body, _ := json.Marshal(map[string]string{"id": id})
-	var out struct {
-		Leader string `json:"leader"`
-	}
-	if _, err := s.internalCall(ctx, base, "transfer", body, &out); err != nil {
-		if errors.Is(err, errRetry) {
+	for {
+		if s.IsLeader() {
+			return s.TransferLeadershipTo(ctx, id)
+		}
+		base, err := s.leaderURL()
+		if err == nil {
+			var out struct {
+				Leader string `json:"leader"`
+			}
+			_, err = s.internalCall(ctx, base, "transfer", body, &out)
+			switch {
+			case err == nil:
+				return s.awaitLeader(ctx, func(l string) bool { return l == out.Leader })
+			case errors.Is(err, ErrUnknownNode), errors.Is(err, ErrNotVoter), errors.Is(err, ErrNoOtherVoter):
+				return "", err
+			case !errors.Is(err, errRetry):
+				return "", fmt.Errorf("%w: forward leadership transfer: %v", ErrTimeout, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
 			return "", ErrNoLeader
+		case <-s.stop:
+			return "", ErrClosed
+		case <-time.After(50 * time.Millisecond):
 		}
-		if errors.Is(err, ErrUnknownNode) || errors.Is(err, ErrNotVoter) || errors.Is(err, ErrNoOtherVoter) {
-			return "", err
-		}
-		return "", fmt.Errorf("forward leadership transfer: %w", err)
 	}
-	return s.awaitLeader(ctx, func(l string) bool { return l == out.Leader })
 }
 
 // serveTransfer is the leader's side of forwardTransfer (internal/transfer).
