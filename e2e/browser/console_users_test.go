@@ -42,14 +42,25 @@ func usersErrCode(body []byte) string {
 	return out.Error.Code
 }
 
-// usersClick clicks the element the CSS selector names (a real mouse click
-// in the middle of the window).
+// usersClick clicks the element the CSS selector names with the mouse, in
+// the middle of the window (clear of the toasts), and checks that the click
+// reached it.
 func usersClick(t *testing.T, p *page, what, selector string) {
 	t.Helper()
 	p.waitFor(what, fmt.Sprintf(`(() => { const el = document.querySelector(%s); return !!(el && el.getClientRects().length && !el.disabled); })()`, js(selector)), 15*time.Second)
-	// In the middle of the window: the toasts (bottom right) cover no part of it.
-	p.await("scroll to "+selector, fmt.Sprintf(`document.querySelector(%s).scrollIntoView({block: 'center'}); true`, js(selector)))
-	p.do(what, chromedp.Click(chromedp.CSS(selector)))
+	// A toast of an earlier action may lie over it for a few seconds.
+	p.waitFor(what+" (not covered)", fmt.Sprintf(`(() => { const el = document.querySelector(%s); el.scrollIntoView({block: 'center'});
+		const r = el.getBoundingClientRect(); const there = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+		return !!there && el.contains(there); })()`, js(selector)), 15*time.Second)
+	var at struct{ X, Y float64 }
+	p.awaitJSON("aim at "+selector, fmt.Sprintf(`const el = document.querySelector(%s);
+		window.__huClicked = false; el.addEventListener('click', () => { window.__huClicked = true; }, {once: true, capture: true});
+		const r = el.getBoundingClientRect(); JSON.stringify({x: r.left + r.width / 2, y: r.top + r.height / 2})`, js(selector)), &at)
+	p.do(what, chromedp.MouseClickXY(at.X, at.Y))
+	if !p.eval(`window.__huClicked === true`) {
+		t.Fatalf("%s: the click at (%.0f, %.0f) did not reach %s (there: %s)\n%s", what, at.X, at.Y, selector,
+			p.awaitString("the element there", fmt.Sprintf(`(() => { const e = document.elementFromPoint(%f, %f); return e ? e.outerHTML.slice(0, 200) : 'nothing'; })()`, at.X, at.Y)), p.state())
+	}
 }
 
 // usersSelect sets a <select> to value as a user choosing it does (the

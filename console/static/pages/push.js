@@ -4,7 +4,7 @@
 // topics, the project's topics, composing a notification (sent now or
 // scheduled), the schedules (cancel) and the history of what was sent.
 // Route param: user (the user whose devices are shown).
-import { h, replace, field, button, errorBox, table, toast, time } from '../dom.js';
+import { h, replace, field, button, errorBox, table, time } from '../dom.js';
 
 const PAGE = 20;
 
@@ -109,6 +109,7 @@ export default {
     // ---- status: the switch and the FCM credentials
     const switchLine = h('div', { id: 'push-switch', class: 'row' });
     const switchMsg = h('div', { 'aria-live': 'assertive' });
+    const switchStatus = h('span', { class: 'ok', 'aria-live': 'polite' });
     let enabled = null; // unknown until read
     function drawSwitch() {
       const state = enabled === null ? badge('unknown', 'warn') : enabled ? badge('on', 'ok') : badge('off', 'bad');
@@ -116,15 +117,15 @@ export default {
         const r = await action(e.currentTarget, switchMsg, () => push.togglePush(on));
         if (r) {
           enabled = !!r.pushEnabled;
-          toast(`Push is ${enabled ? 'on' : 'off'} for this project`, 'ok');
           drawSwitch();
+          switchStatus.textContent = `Push turned ${enabled ? 'on' : 'off'}.`;
           switchLine.querySelector('#push-toggle')?.focus();
         }
       };
       const buttons = enabled === null
         ? [button('Turn push on', set(true), { id: 'push-toggle' }), button('Turn push off', set(false), { id: 'push-toggle-off', class: 'secondary' })]
         : [button(enabled ? 'Turn push off' : 'Turn push on', set(!enabled), { id: 'push-toggle', class: enabled ? 'secondary' : null, 'aria-describedby': 'push-switch-state' })];
-      replace(switchLine, h('span', { id: 'push-switch-state' }, 'Push for this project: ', state), buttons);
+      replace(switchLine, h('span', { id: 'push-switch-state' }, 'Push for this project: ', state), buttons, switchStatus);
       switchLine.dataset.state = enabled === null ? 'unknown' : enabled ? 'on' : 'off';
     }
     async function loadSwitch() {
@@ -363,6 +364,7 @@ export default {
     // ---- schedules
     const schedView = h('div', { id: 'push-schedules-list' });
     const schedMsg = h('div', { 'aria-live': 'assertive' });
+    const schedStatus = h('p', { class: 'ok', 'aria-live': 'polite' });
     const schedules = pager(async (cursor) => {
       const r = await push.scheduled({ limit: PAGE, cursor: cursor || undefined });
       return { items: r.scheduled || [], nextCursor: r.nextCursor };
@@ -379,8 +381,8 @@ export default {
           get: (s) => (s.status !== 'scheduled' ? '' : button('Cancel', async (e) => {
             const r = await action(e.currentTarget, schedMsg, () => push.cancel(s.id));
             if (r) {
-              toast('Schedule cancelled', 'ok');
               await schedules.reset();
+              schedStatus.textContent = `Cancelled “${s.title || s.id}”.`;
               (schedView.querySelector('button.push-cancel') || root.querySelector('#push-schedules-refresh')).focus();
             }
           }, { class: 'small secondary push-cancel', 'data-id': s.id, 'aria-label': `Cancel the schedule “${s.title || s.id}” at ${time(s.sendAt)}` })),
@@ -431,7 +433,7 @@ export default {
       card('push-compose', 'Compose', composeForm),
       card('push-schedules', 'Schedules',
         h('div', { class: 'toolbar' }, button('Refresh', () => schedules.reset(), { id: 'push-schedules-refresh', class: 'secondary' })),
-        schedMsg, schedView, schedules.nav),
+        schedMsg, schedStatus, schedView, schedules.nav),
       card('push-history', 'History',
         h('div', { class: 'toolbar' }, button('Refresh', () => hist.reset(), { id: 'push-history-refresh', class: 'secondary' })),
         histView, hist.nav));

@@ -6,7 +6,7 @@
 // it (with an inline confirmation), its audit events; and the project's whole
 // audit log with a type filter. Route params: q (the search), id (the open
 // account).
-import { h, replace, field, button, errorBox, table, toast, time } from '../dom.js';
+import { h, replace, field, button, errorBox, table, time } from '../dom.js';
 
 const PAGE = 50;
 
@@ -168,10 +168,15 @@ export default {
     }, field('Search accounts', q), h('button', { type: 'submit', id: 'users-search' }, 'Search'));
 
     // ---- detail of one account
+    // What the last action did (a live region kept across re-renders).
+    const detailStatus = h('p', { id: 'users-detail-status', class: 'ok', 'aria-live': 'polite' });
+    const listStatus = h('p', { id: 'users-list-status', class: 'ok', 'aria-live': 'polite' });
+    const say = (text) => { detailStatus.textContent = text; };
     const detail = h('section', { id: 'users-detail', class: 'card users-detail', 'aria-labelledby': 'users-detail-h', hidden: true });
 
     async function openUser(id) {
       openId = id;
+      listStatus.textContent = '';
       saveParams();
       for (const tr of resultsHolder.querySelectorAll('tbody tr')) tr.classList.toggle('selected', tr.dataset.id === id);
       await drawDetail(id, true);
@@ -207,7 +212,8 @@ export default {
       list.replaceItem((x) => x.id === u.id, u);
     }
 
-    function showUser(u) {
+    function showUser(u, keep) {
+      if (!keep) detailStatus.textContent = '';
       const self = me && me.id === u.id;
       const msg = h('div', { id: 'users-detail-msg', 'aria-live': 'assertive' });
 
@@ -222,10 +228,10 @@ export default {
       const saveRole = button('Save role', async () => {
         const r = await action(saveRole, msg, () => users.setRole(u.id, role.value));
         if (r) {
-          toast(`Role of ${u.email || u.id}: ${role.value}`, 'ok');
+          say(`Role of ${u.email || u.id}: ${role.value}.`);
           const nu = r.user || { ...u, role: role.value };
           updateRow(nu);
-          showUser(nu);
+          showUser(nu, true);
           auditList.reset();
           detail.querySelector('#users-role')?.focus();
         }
@@ -236,9 +242,9 @@ export default {
         const r = await action(toggle, msg, () => (u.disabled ? users.enable(u.id) : users.disable(u.id)));
         if (r) {
           const nu = r.user || { ...u, disabled: !u.disabled };
-          toast(`${u.email || u.id} ${nu.disabled ? 'disabled' : 'enabled'}`, 'ok');
+          say(`${u.email || u.id} ${nu.disabled ? 'disabled: every session ended' : 'enabled'}.`);
           updateRow(nu);
-          showUser(nu);
+          showUser(nu, true);
           auditList.reset();
           detail.querySelector('#users-toggle')?.focus();
         }
@@ -246,7 +252,7 @@ export default {
       const revokeAll = button('Revoke all sessions', async () => {
         const r = await action(revokeAll, msg, () => users.revokeSessions(u.id));
         if (r) {
-          toast(`Every session of ${u.email || u.id} ended`, 'ok');
+          say(`Every session of ${u.email || u.id} ended.`);
           loadSessions();
           auditList.reset();
         }
@@ -261,7 +267,7 @@ export default {
       const yes = button('Delete permanently', async () => {
         const r = await action(yes, msg, () => users.delete(u.id));
         if (r) {
-          toast(`${u.email || u.id} deleted`, 'ok');
+          listStatus.textContent = `${u.email || u.id} deleted.`;
           list.replaceItem((x) => x.id === u.id, null);
           closeDetail();
         }
@@ -294,7 +300,7 @@ export default {
               const b = button('Revoke', async () => {
                 const r = await action(b, msg, () => users.revokeSession(u.id, s.id));
                 if (r) {
-                  toast('Session revoked', 'ok');
+                  say('Session revoked.');
                   await loadSessions();
                   (sessions.querySelector('.users-revoke') || revokeAll).focus();
                 }
@@ -319,6 +325,7 @@ export default {
           button('Close', closeDetail, { id: 'users-close', class: 'secondary', 'aria-label': 'Close the account' })),
         self ? h('p', { class: 'muted' }, 'This is your own account: its role cannot be changed here, and it cannot be disabled or deleted here.') : null,
         dl,
+        detailStatus,
         msg,
         h('div', { class: 'toolbar users-role-row' }, field('Role', role), saveRole),
         h('div', { class: 'toolbar users-actions' }, toggle, revokeAll, del),
@@ -361,6 +368,7 @@ export default {
         h('section', { class: 'card users-list', 'aria-labelledby': 'users-list-h' },
           h('h2', { id: 'users-list-h' }, 'Accounts'),
           searchForm,
+          listStatus,
           resultsHolder,
           list.nav),
         detail),
