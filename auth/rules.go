@@ -121,7 +121,8 @@ type RuleInput struct {
 	Request json.RawMessage
 	// Time is request.time: a write's commit time (its proposer's clock,
 	// carried in the entry), a read's time on the answering node. Zero
-	// leaves request.time unset (an expression using it then denies).
+	// means now for a read, and leaves request.time unset for a write (an
+	// expression using it then denies).
 	Time time.Time
 }
 
@@ -284,6 +285,11 @@ func (c *CompiledRules) decide(ctx context.Context, op Op, in RuleInput) (bool, 
 	}
 	if err := ctx.Err(); err != nil {
 		return false, -1, err
+	}
+	if op == OpRead && in.Time.IsZero() {
+		// A read is judged where it is answered: request.time is now.
+		// (A write's time is its entry's, the same on every node.)
+		in.Time = time.Now().UTC()
 	}
 	segs := splitPath(in.Path)
 	for i := range c.rules {

@@ -421,3 +421,23 @@ func TestAllowConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReadRequestTime: a read is judged with request.time = the time it is
+// answered (a rule may open a document from a date on); a write without an
+// entry time has none, so an expression using it denies.
+func TestReadRequestTime(t *testing.T) {
+	t.Parallel()
+	c := mustCompileRules(t,
+		Rule{Match: "past/{id}", Read: "request.time > timestamp('2020-01-01T00:00:00Z')", Write: "request.time > timestamp('2020-01-01T00:00:00Z')"},
+		Rule{Match: "future/{id}", Read: "request.time > timestamp('2999-01-01T00:00:00Z')"},
+	)
+	if !mustAllow(t, c, OpRead, RuleInput{Path: "past/a"}) {
+		t.Fatal("a read after the rule's date was denied: request.time is not set for reads")
+	}
+	if mustAllow(t, c, OpRead, RuleInput{Path: "future/a"}) {
+		t.Fatal("a read before the rule's date was allowed")
+	}
+	if ok, _ := c.Allow(context.Background(), OpWrite, RuleInput{Path: "past/a"}); ok {
+		t.Fatal("a write without an entry time was allowed by a rule on request.time")
+	}
+}

@@ -20,7 +20,7 @@ import (
 // rules in force or the rules given, without saving anything, and says
 // which rule decided. It decides with auth.CompiledRules.Explain, which is
 // Allow's own code, on the input the real paths build: a read as GET
-// /api/db judges it (resource.data the stored document, no request.time),
+// /api/db judges it (resource.data the stored document, request.time now),
 // a write as the Decider judges it at the commit (request.data the
 // document as it would be stored, absent for a delete; request.time now).
 
