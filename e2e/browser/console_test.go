@@ -89,7 +89,13 @@ func TestConsole(t *testing.T) {
 		if s.name != "signin" && !e.signedIn {
 			e.signInDirect(t)
 		}
-		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) {
+		ok := t.Run(s.name, func(st *testing.T) {
+			// The tab's own failures (p.do, p.waitFor...) belong to the subtest.
+			e.tab.t = st
+			defer func() { e.tab.t = t }()
+			s.run(st, e)
+		})
+		if !ok {
 			t.Fatalf("the %s subtest failed: the later subtests need its state", s.name)
 		}
 	}
