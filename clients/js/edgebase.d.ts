@@ -797,6 +797,8 @@ export interface ProjectInfo {
   documents: number;
   bytes: number;
   lastWrite: { revision: number; time: string } | null;
+  /** The count stopped at the scan limit: documents and bytes are lower bounds. */
+  approximate?: boolean;
 }
 
 export interface ProjectCreated extends Revisioned {

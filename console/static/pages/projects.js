@@ -41,8 +41,8 @@ export default {
         { label: 'ID', get: (p) => h('span', { class: 'mono' }, p.id) },
         { label: 'Name', get: (p) => p.name },
         { label: 'Created', get: (p) => h('time', { datetime: p.createdAt }, time(p.createdAt)) },
-        { label: 'Documents', get: (p) => h('span', { class: 'projects-docs', 'data-documents': String(p.documents ?? '') }, fmtCount(p.documents)) },
-        { label: 'Size', get: (p) => h('span', { class: 'projects-bytes', 'data-bytes': String(p.bytes ?? ''), title: `${p.bytes ?? 0} bytes` }, humanBytes(p.bytes)) },
+        { label: 'Documents', get: (p) => h('span', { class: 'projects-docs', 'data-documents': String(p.documents ?? '') }, approx(p), fmtCount(p.documents)) },
+        { label: 'Size', get: (p) => h('span', { class: 'projects-bytes', 'data-bytes': String(p.bytes ?? ''), title: `${p.bytes ?? 0} bytes of documents' JSON` }, approx(p), humanBytes(p.bytes)) },
         {
           label: 'Last write',
           get: (p) => (p.lastWrite
@@ -188,7 +188,7 @@ export default {
 
     root.append(
       h('h1', { id: 'h-projects' }, 'Projects'),
-      h('p', { class: 'muted' }, 'Every project of the cluster, as the operator sees it. Documents and size count the project\'s stored documents.'),
+      h('p', { class: 'muted' }, 'Every project of the cluster, as the operator sees it. Documents and size count the project\'s stored documents (not its accounts or settings); last write is its most recently written document still stored.'),
       created,
       h('section', { class: 'card', 'aria-labelledby': 'projects-create-h' },
         h('h2', { id: 'projects-create-h' }, 'Create a project'), form),
@@ -199,6 +199,11 @@ export default {
     await load(true);
   },
 };
+
+/** approx(p) marks the figures of a project whose count was cut short (lower bounds). */
+function approx(p) {
+  return p.approximate ? h('abbr', { title: 'at least: the count stopped at the scan limit', class: 'projects-approx' }, '≥ ') : null;
+}
 
 function fmtCount(n) {
   return typeof n === 'number' ? n.toLocaleString() : '';
