@@ -301,7 +301,7 @@ export default {
     });
 
     const saveBtn = h('button', { type: 'submit', id: 'data-save' }, 'Save');
-    const reloadBtn = button('Reload', () => loadDoc(), { id: 'data-reload', class: 'secondary' });
+    const reloadBtn = button('Reload', () => loadDoc(true), { id: 'data-reload', class: 'secondary' });
     const deleteBtn = button('Delete…', () => askDelete(), { id: 'data-delete', class: 'danger' });
     const editorForm = h('form', { class: 'stack data-editor-form', on: { submit: (e) => { e.preventDefault(); save(false); } } },
       field('Document (JSON)', editor),
@@ -342,18 +342,26 @@ export default {
     }
     const fieldsBox = h('details', { class: 'data-fields-box', id: 'data-fields-box' }, h('summary', null, 'Fields'), fields);
 
-    async function loadDoc() {
-      if (!docPath) {
+    // loadDoc reads the document at docPath and shows it. Unless forced (the
+    // Reload buttons), it leaves alone a version the live subscription has
+    // already shown (the user may be typing in it); an answer for a document
+    // no longer selected is dropped.
+    let loadSeq = 0;
+    async function loadDoc(force = false) {
+      const seq = ++loadSeq;
+      const want = docPath;
+      if (!want) {
         showDoc(null);
         return;
       }
       try {
-        const d = await client.db.get(docPath);
-        if (!alive()) return;
+        const d = await client.db.get(want);
+        if (!alive() || seq !== loadSeq || want !== docPath) return;
+        if (!force && d && cur && cur.collection === want && d.revision <= cur.revision) return;
         clear(docMsg);
         showDoc(d);
       } catch (err) {
-        if (alive()) {
+        if (alive() && seq === loadSeq && want === docPath) {
           showDoc(null);
           replace(docMsg, errorBox(err));
         }
@@ -386,7 +394,7 @@ export default {
         changed.hidden = false;
         replace(changed,
           h('span', { class: 'warn' }, d ? `Changed on the server (revision ${d.revision}).` : 'Deleted on the server.'),
-          ' ', button('Reload', () => loadDoc(), { id: 'data-changed-reload', class: 'secondary small' }));
+          ' ', button('Reload', () => loadDoc(true), { id: 'data-changed-reload', class: 'secondary small' }));
         changed.dataset.revision = d ? String(d.revision) : '';
         return;
       }
@@ -425,6 +433,7 @@ export default {
 
     function selectDoc(p) {
       docPath = p;
+      cur = null; // what the editor holds is the last document's: not this one's edits
       ctx.setParams(path ? { path, doc: p } : { doc: p });
       for (const b of list.querySelectorAll('.data-view')) {
         b.setAttribute('aria-pressed', b.closest('li').dataset.path === p ? 'true' : 'false');
