@@ -151,7 +151,10 @@ export default {
     const credsSaved = h('p', { class: 'ok', 'aria-live': 'polite' });
     async function loadCreds() {
       try {
-        drawCreds(await push.getCredentials());
+        const c = await push.getCredentials();
+        drawCreds(c);
+        // Configured: the upload form folds away until wanted.
+        credsDetails.open = !(c && c.configured);
       } catch (err) {
         if (!signal.aborted) replace(credsMsg, errorBox(err));
       }
@@ -191,6 +194,9 @@ export default {
     field('Service account JSON (paste it here)', credsText, 'The key file from the Firebase console. It is stored sealed; the key is never shown again.'),
     field('…or choose the JSON file', credsFile),
     h('div', { class: 'row' }, h('button', { type: 'submit', id: 'push-creds-save' }, 'Save credentials'), credsSaved));
+
+    const credsDetails = h('details', { class: 'push-creds-details', open: true },
+      h('summary', null, 'Upload or replace the service account'), credsForm);
 
     // ---- devices and topics of one user
     const userInput = h('input', { type: 'text', id: 'push-user', name: 'user', autocomplete: 'off', value: ctx.params.get('user') || '', placeholder: 'user id or email' });
@@ -424,7 +430,7 @@ export default {
       card('push-status', 'Status',
         switchLine, switchMsg,
         h('h3', { class: 'push-sub' }, 'FCM credentials'),
-        credsView, credsMsg, credsForm),
+        credsView, credsMsg, credsDetails),
       h('div', { class: 'split' },
         card('push-devices', 'Devices of a user', devicesForm, devicesMsg, devicesView),
         card('push-topics', 'Topics',
