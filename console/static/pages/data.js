@@ -114,7 +114,7 @@ export default {
     const goto = h('input', { id: 'data-goto', name: 'goto', value: path, placeholder: 'users/u1/notes', autocomplete: 'off', spellcheck: 'false' });
     // Go to a path: a document opens in the editor, listed with its
     // siblings; any other path is browsed as a collection.
-    const gotoForm = h('form', { class: 'row data-goto', on: { submit: async (e) => {
+    const gotoForm = h('form', { class: 'data-goto-form', on: { submit: async (e) => {
       e.preventDefault();
       const to = clean(goto.value);
       let doc = null;
@@ -128,7 +128,10 @@ export default {
       if (!alive()) return;
       if (doc) ctx.navigate('data', parentOf(to) ? { path: parentOf(to), doc: to } : { doc: to });
       else ctx.navigate('data', to ? { path: to } : {});
-    } } }, field('Go to path', goto, 'A document opens in the editor; anything else is listed.'), h('button', { type: 'submit', class: 'secondary' }, 'Go'));
+    } } },
+    h('div', { class: 'row data-goto' }, field('Go to path', goto), h('button', { type: 'submit', class: 'secondary' }, 'Go')),
+    h('small', { id: 'data-goto-hint', class: 'hint' }, 'A document opens in the editor; anything else is listed.'));
+    goto.setAttribute('aria-describedby', 'data-goto-hint');
 
     root.append(
       h('div', { class: 'row data-head' }, h('h1', { id: 'h-data', class: 'grow' }, 'Data'), rt),
