@@ -153,7 +153,6 @@ export default {
     let pages = 0; // pages of the listing shown
     const treeNote = h('p', { class: 'warn data-tree-changed', id: 'data-tree-changed', hidden: true }, 'The listing changed on the server. ',
       button('Refresh', () => loadChildren(''), { id: 'data-tree-refresh', class: 'secondary small' }));
-    let fallback = false;
 
     const childItem = (c) => {
       const kids = [h('span', { class: 'data-name mono' }, c.name)];
@@ -170,30 +169,10 @@ export default {
         h('span', { class: 'data-kind', 'aria-hidden': 'true' }, c.children ? '▸' : '•'), kids, h('span', { class: 'row data-acts' }, acts));
     };
 
-    async function fetchChildren(token) {
-      const opts = { limit: 100, pageToken: token || undefined };
-      if (!fallback && typeof client.db.children === 'function') {
-        try {
-          return await client.db.children(path, opts);
-        } catch (err) {
-          // A node without GET /api/db/children (an older member): list the documents.
-          if (!(err.status === 404 && err.code === 'not_found') && err.status !== 405) throw err;
-          fallback = true;
-        }
-      }
-      fallback = true;
-      if (!path) return { children: [] };
-      const page = await client.db.list(path, opts);
-      return {
-        children: (page.documents || []).map((d) => ({ name: d.collection.slice(d.collection.lastIndexOf('/') + 1), path: d.collection, document: true, children: false })),
-        nextPageToken: page.nextPageToken,
-      };
-    }
-
     async function loadChildren(token) {
       more.disabled = true;
       try {
-        const page = await fetchChildren(token);
+        const page = await client.db.children(path, { limit: 100, pageToken: token || undefined });
         if (!alive()) return;
         if (!token) {
           clear(list);
@@ -204,8 +183,7 @@ export default {
         for (const c of page.children || []) list.append(childItem(c));
         nextToken = page.nextPageToken || '';
         more.hidden = !nextToken;
-        replace(treeMsg, list.children.length ? null : h('p', { class: 'empty' }, path ? 'Nothing below this path.' : 'The project holds no documents yet.'),
-          fallback ? h('p', { class: 'hint' }, 'This node lists documents only (no /api/db/children).') : null);
+        replace(treeMsg, list.children.length ? null : h('p', { class: 'empty' }, path ? 'Nothing below this path.' : 'The project holds no documents yet.'));
       } catch (err) {
         if (alive()) replace(treeMsg, errorBox(err));
       } finally {
