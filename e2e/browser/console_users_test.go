@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/edgebase/edgebase/internal/proctest"
@@ -363,7 +366,19 @@ func consolePush(t *testing.T, e *consoleEnv) {
 	})
 
 	// Schedule one an hour ahead (local time in the form, UTC on the wire),
-	// then cancel it in the UI.
+	// then cancel it in the UI. The browser's clock is in India (+05:30)
+	// meanwhile, so a conversion that forgot the zone would be hours off.
+	setZone := func(zone string) {
+		t.Helper()
+		p.do("time zone "+zone, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: zone})
+			return err
+		}))
+	}
+	setZone("Asia/Kolkata")
+	if off := p.awaitString("the browser's zone offset", `new Date().getTimezoneOffset()`); off != "-330" {
+		t.Fatalf("the browser's zone offset is %s minutes, want -330 (Asia/Kolkata)", off)
+	}
 	p.await("set the send time an hour ahead", `const d = new Date(Date.now() + 3600e3); const z = (n) => String(n).padStart(2, '0');
 		const v = d.getFullYear() + '-' + z(d.getMonth() + 1) + '-' + z(d.getDate()) + 'T' + z(d.getHours()) + ':' + z(d.getMinutes());
 		const i = document.getElementById('push-send-at'); i.value = v; i.dispatchEvent(new Event('input')); true`)
@@ -401,4 +416,5 @@ func consolePush(t *testing.T, e *consoleEnv) {
 	if st, _ := scheduled(); st != "cancelled" {
 		t.Fatalf("the API's schedule is %s after Cancel, want cancelled", st)
 	}
+	setZone("") // the host's zone again
 }
