@@ -103,11 +103,22 @@ export default {
         });
         return el;
       };
+      // Moving or removing a rule keeps the focus in the list (and forgets
+      // the last test's deciding rule, whose index no longer holds).
       const move = (to) => {
         const [x] = rules.splice(i, 1);
         rules.splice(to, 0, x);
+        decider = -1;
         drawRules();
-        list.children[to]?.querySelector(to < i ? '.rules-up' : '.rules-down')?.focus();
+        const li = list.children[to];
+        const same = li?.querySelector(to < i ? '.rules-up' : '.rules-down');
+        (same && !same.disabled ? same : li?.querySelector('.rules-up:not(:disabled), .rules-down:not(:disabled)'))?.focus();
+      };
+      const remove = () => {
+        rules.splice(i, 1);
+        decider = -1;
+        drawRules();
+        (list.children[Math.min(i, rules.length - 1)]?.querySelector('input') || root.querySelector('#rules-add')).focus();
       };
       return h('li', { class: `rules-rule${i === decider ? ' rules-decider' : ''}`, 'data-rule': String(i) },
         h('fieldset', { class: 'stack' },
@@ -118,7 +129,7 @@ export default {
           h('div', { class: 'row' },
             button('Move up', () => move(i - 1), { class: 'secondary small rules-up', disabled: i === 0, 'aria-label': `Move rule ${i + 1} up` }),
             button('Move down', () => move(i + 1), { class: 'secondary small rules-down', disabled: i === rules.length - 1, 'aria-label': `Move rule ${i + 1} down` }),
-            button('Remove', () => { rules.splice(i, 1); drawRules(); }, { class: 'secondary small', 'aria-label': `Remove rule ${i + 1}` }))));
+            button('Remove', remove, { class: 'secondary small', 'aria-label': `Remove rule ${i + 1}` }))));
     }
 
     /** markDecider highlights rule i (-1: none) as the one the last test named. */
