@@ -93,8 +93,7 @@ func consoleProjects(t *testing.T, e *consoleEnv) {
 		Name      string `json:"name"`
 		Text      string `json:"text"`
 	}
-	p.awaitJSON("e.proj's row", fmt.Sprintf(`const r = document.querySelector(%s);
-		JSON.stringify({documents: r.querySelector('.projects-docs').dataset.documents, bytes: r.querySelector('.projects-bytes').dataset.bytes,
+	p.awaitJSON("e.proj's row", fmt.Sprintf(`const r = document.querySelector(%s); JSON.stringify({documents: r.querySelector('.projects-docs').dataset.documents, bytes: r.querySelector('.projects-bytes').dataset.bytes,
 			name: r.cells[1].textContent, text: r.textContent})`, js(row)), &counts)
 	if counts.Name != "console" {
 		t.Errorf("e.proj's name shows %q, want console", counts.Name)

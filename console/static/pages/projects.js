@@ -107,7 +107,11 @@ export default {
         },
       }, field(`Email of an account of ${p.name || p.id}`, email), submit, out);
       email.addEventListener('input', () => email.removeAttribute('aria-invalid'));
-      return h('details', { class: 'projects-owner' }, h('summary', null, 'Make owner'), form);
+      // The form is hidden while the fold is closed, so nothing in it counts
+      // as shown (a closed <details> keeps its content's boxes in Chromium).
+      form.hidden = true;
+      const fold = h('details', { class: 'projects-owner', on: { toggle: () => { form.hidden = !fold.open; } } }, h('summary', null, 'Make owner'), form);
+      return fold;
     }
 
     // ---- create
