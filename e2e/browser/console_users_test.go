@@ -105,6 +105,18 @@ func consoleUsers(t *testing.T, e *consoleEnv) {
 		return out.Token
 	}
 	tokenA, tokenB := login("HU-Agent-Alpha/1.0"), login("HU-Agent-Beta/2.0")
+	// Eighteen more sign-ins (sessions ended at once): Ann's audit events
+	// then fill more than one page of 20.
+	for i := 0; i < 18; i++ {
+		var out account
+		e.call(t, http.MethodPost, "/api/auth", keys, map[string]string{"action": "login", "email": annEmail, "password": pass}, http.StatusOK, &out)
+		e.call(t, http.MethodPost, "/api/auth", usersBearer(e, out.Token), map[string]string{"action": "logout"}, http.StatusOK, nil)
+	}
+	var annAudit struct{ Events []struct{ ID string } }
+	e.call(t, http.MethodGet, "/api/auth/audit?limit=100&userId="+ann.User.ID, owner, nil, http.StatusOK, &annAudit)
+	if len(annAudit.Events) <= 20 {
+		t.Fatalf("Ann has %d audit events, want more than a page of 20", len(annAudit.Events))
+	}
 	me := func(token string) int {
 		st, _ := usersTry(t, e, http.MethodPost, "/api/auth", usersBearer(e, token), map[string]string{"action": "me"})
 		return st
@@ -135,6 +147,12 @@ func consoleUsers(t *testing.T, e *consoleEnv) {
 		r.some(x => x.textContent.includes('HU-Agent-Alpha/1.0')) && r.some(x => x.textContent.includes('HU-Agent-Beta/2.0')); })()`, 15*time.Second)
 	p.await("scroll to the top", `window.scrollTo(0, 0); true`)
 	e.shoot(t, p, "users")
+	// Her audit events come by pages of 20: Load more brings the rest, then
+	// there is no more.
+	auditRows := `document.querySelectorAll('#users-user-audit tbody tr').length`
+	p.waitFor("the first page of Ann's events", auditRows+` === 20 && !document.querySelector('#users-detail .users-more').hidden`, 15*time.Second)
+	usersClick(t, p, "load more of Ann's events", "#users-detail .users-more")
+	p.waitFor("all of Ann's events", fmt.Sprintf(`%s === %d && document.querySelector('#users-detail .users-more').hidden`, auditRows, len(annAudit.Events)), 15*time.Second)
 	e.checkA11y(t, p)
 
 	// Revoke the Alpha session in the UI: that token is refused, Beta's is not.
