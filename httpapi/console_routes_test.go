@@ -3,9 +3,12 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/httpapi"
 	"github.com/edgebase/edgebase/node/nodetest"
 )
 
@@ -448,5 +451,65 @@ func TestAdminListProjects(t *testing.T) {
 				t.Errorf("Allow = %q, want \"GET, POST\"", r.Header.Get("Allow"))
 			}
 		})
+	}
+}
+
+// staleOwner answers Authenticate for one token with a principal read
+// earlier: a node whose state has not applied the owner's demotion yet.
+type staleOwner struct {
+	*auth.Service
+	tok string
+	p   *auth.Principal
+}
+
+func (s staleOwner) Authenticate(tok string) (*auth.Principal, error) {
+	if tok == s.tok {
+		return s.p, nil
+	}
+	return s.Service.Authenticate(tok)
+}
+
+// An owner's revoke of a user's session does not trust the HTTP layer's
+// principal: the caller is judged again on the state the write is built
+// from (and the write commits only while that state holds), so a caller
+// demoted after a node judged it an owner revokes nothing.
+func TestOwnerRevokeSessionStaleOwner(t *testing.T) {
+	e := newEnv(t)
+	n := e.c.Nodes[0].Node
+	victim := e.mustRegister(t, e.p, "")
+	role := func(uid, r string) {
+		t.Helper()
+		res := e.mustSend(t, http.MethodPost, "/api/auth", e.keyHeaders(e.p.OwnerToken), setRoleBody(uid, r))
+		if res.Status != http.StatusOK {
+			t.Fatalf("set-role %s %s: %d %s", uid, r, res.Status, res.Body)
+		}
+	}
+	role(e.other.ID, "owner")
+	p, err := n.Accounts.Authenticate(e.other.Token)
+	if err != nil || p.Role != auth.RoleOwner {
+		t.Fatalf("promoted principal %+v, %v", p, err)
+	}
+	role(e.other.ID, "user")
+	sid := e.ownerSessions(t, victim.ID)[0].ID
+
+	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: staleOwner{Service: n.Accounts, tok: e.other.Token, p: p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	stale := &env{c: e.c, base: srv.URL, p: e.p}
+	r := stale.mustSend(t, http.MethodDelete, "/api/auth/users/"+victim.ID+"/sessions/"+sid, e.keyHeaders(e.other.Token), "")
+	checkError(t, r, http.StatusForbidden, "forbidden", "")
+	if st := e.meStatus(t, victim.Token); st != http.StatusOK {
+		t.Fatalf("the session a demoted owner tried to revoke ended: me = %d", st)
+	}
+	// The same server lets a real owner through.
+	r = stale.mustSend(t, http.MethodDelete, "/api/auth/users/"+victim.ID+"/sessions/"+sid, e.keyHeaders(e.p.OwnerToken), "")
+	if r.Status != http.StatusOK {
+		t.Fatalf("owner revoke through the same server: %d %s", r.Status, r.Body)
+	}
+	if st := e.meStatus(t, victim.Token); st != http.StatusUnauthorized {
+		t.Fatalf("revoked session: me = %d", st)
 	}
 }
