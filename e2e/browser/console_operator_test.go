@@ -108,6 +108,8 @@ func consoleProjects(t *testing.T, e *consoleEnv) {
 		t.Errorf("the size is not shown in human units: %q", counts.Text)
 	}
 
+	e.shoot(t, p, "projects")
+
 	// A bad create: the server's error, the password field marked.
 	newOwner := "new-owner@example.com"
 	const newPass = "new project owner pass 2024!"
@@ -164,7 +166,6 @@ func consoleProjects(t *testing.T, e *consoleEnv) {
 		t.Errorf("the new project's owner signs in as %q", login.User.Role)
 	}
 	p.waitFor("the new project in the list", fmt.Sprintf(`!!document.querySelector(%s)`, js(projectRow(made.ID))), 15*time.Second)
-	e.shoot(t, p, "projects")
 	e.checkA11y(t, p)
 
 	// "Make owner": the second account of the new project becomes an owner.

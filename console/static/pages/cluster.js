@@ -2,7 +2,7 @@
 // The members with their state (refreshed every 2 s), removing a member and
 // handing the leadership over, a backup download, and live charts of this
 // node's /metrics (per node: the node that serves the console).
-import { h, replace, button, errorBox, errorText, toast } from '../dom.js';
+import { h, replace, button, errorBox, errorText } from '../dom.js';
 import { humanBytes } from './projects.js';
 
 const EVERY = 2000; // ms between two reads of the status and of /metrics
@@ -158,7 +158,6 @@ export default {
         const r = await op.cluster.transferLeadership(id || undefined);
         if (!alive()) return;
         say(`The leader is now ${r.leader}.`);
-        toast(`Leader: ${r.leader}`, 'ok');
       } catch (err) {
         if (!alive()) return;
         replace(actionOut, errorBox(err));
@@ -177,7 +176,6 @@ export default {
         await op.cluster.removeNode(id);
         if (!alive()) return;
         say(`${id} was removed from the cluster.`);
-        toast(`Removed ${id}`, 'ok');
       } catch (err) {
         if (!alive()) return;
         replace(actionOut, errorBox(err));

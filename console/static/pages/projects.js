@@ -3,7 +3,7 @@
 // creates one (its API key is shown once, here, and never again), and a
 // "Make owner" form per project (the recovery of a project whose owners are
 // gone).
-import { h, replace, field, button, errorBox, errorText, table, toast, time } from '../dom.js';
+import { h, replace, field, button, errorBox, errorText, table, time } from '../dom.js';
 
 /** humanBytes(n) is n bytes as "1.4 MB" (powers of 1024, one decimal above bytes). */
 export function humanBytes(n) {
@@ -155,7 +155,7 @@ export default {
     h('div', { class: 'row' },
       field('Project name', name),
       field('Owner email', ownerEmail),
-      field('Owner password', ownerPassword, 'At least the project minimum (8 characters or more).')),
+      field('Owner password', ownerPassword)),
     h('div', { class: 'row' }, createBtn),
     createError);
 
@@ -187,18 +187,17 @@ export default {
         button('Dismiss', () => replace(created), { class: 'small secondary' }));
       replace(created, card);
       card.querySelector('h2').focus();
-      toast(`Project ${r.projectId} created`, 'ok');
     }
 
     root.append(
       h('h1', { id: 'h-projects' }, 'Projects'),
       h('p', { class: 'muted' }, 'Every project of the cluster, as the operator sees it. Documents and size count the project\'s stored documents (not its accounts or settings); last write is its most recently written document still stored.'),
       created,
-      h('section', { class: 'card', 'aria-labelledby': 'projects-create-h' },
-        h('h2', { id: 'projects-create-h' }, 'Create a project'), form),
       h('section', { class: 'card', 'aria-labelledby': 'projects-list-h' },
         h('div', { class: 'toolbar' }, h('h2', { id: 'projects-list-h', class: 'grow' }, 'All projects'), refresh),
         listError, listArea, h('div', { class: 'row' }, more)),
+      h('section', { class: 'card', 'aria-labelledby': 'projects-create-h' },
+        h('h2', { id: 'projects-create-h' }, 'Create a project'), form),
     );
     await load(true);
   },
