@@ -256,6 +256,11 @@ func consoleData(t *testing.T, e *consoleEnv) {
 	p.await("op in", `const s = document.querySelector('.data-q-filter [name=op]'); s.value = 'in'; s.dispatchEvent(new Event('change')); true`)
 	dataClick(t, p, "#data-q-run")
 	p.waitFor("the query's error", `(document.getElementById('data-q-error')?.textContent || '').includes('where[0].value')`, 10*time.Second)
+	// A range filter on kind ordered by rank first: invalid_query, shown.
+	p.await("op >", `const s = document.querySelector('.data-q-filter [name=op]'); s.value = '>'; s.dispatchEvent(new Event('change')); true`)
+	dataClick(t, p, "#data-q-run")
+	p.waitFor("the invalid_query error", `(document.getElementById('data-q-error')?.textContent || '').includes('invalid_query') &&
+		document.querySelectorAll('#data-q-results > li').length === 0`, 10*time.Second)
 
 	// The markup, by a query on kind == "evil" and in the editor.
 	e.typeInto(t, p, ".data-q-filter [name=value]", "evil")
