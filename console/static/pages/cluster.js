@@ -195,7 +195,7 @@ export default {
         id: h('td', { 'data-label': 'Node' }),
         role: h('td', { 'data-label': 'Role' }),
         kind: h('td', { 'data-label': 'Kind' }),
-        addr: h('td', { 'data-label': 'HTTP address', class: 'mono' }),
+        addr: h('td', { 'data-label': 'HTTP address' }),
         applied: h('td', { 'data-label': 'Applied index', class: 'cluster-applied' }),
         lag: h('td', { 'data-label': 'Lag', class: 'cluster-lag' }),
         actions: h('td', { 'data-label': 'Actions' }),
@@ -250,7 +250,7 @@ export default {
           isSelf(n) ? [' ', h('span', { class: 'badge info cluster-self-badge', title: 'The console and its charts are served by this node' }, 'this console')] : null);
         replace(r.cells.role, roleBadge(role));
         replace(r.cells.kind, n.voter ? 'voter' : 'edge');
-        replace(r.cells.addr, n.httpAddr || '');
+        replace(r.cells.addr, h('span', { class: 'mono' }, n.httpAddr || ''));
         replace(r.cells.applied, String(n.appliedIndex ?? ''));
         const lag = Math.max(0, top - (n.appliedIndex || 0));
         replace(r.cells.lag, role === 'unreachable' ? '–' : lag === 0 ? '0' : h('span', { class: lag > 100 ? 'warn' : '' }, String(lag)));
