@@ -151,6 +151,7 @@ export default {
     const more = button('Load more', () => loadChildren(nextToken), { id: 'data-more', class: 'secondary small', hidden: true });
     let nextToken = '';
     let pages = 0; // pages of the listing shown
+    let treeDead = false; // the listing's live subscription ended with an error
     const treeNote = h('p', { class: 'warn data-tree-changed', id: 'data-tree-changed', hidden: true }, 'The listing changed on the server. ',
       button('Refresh', () => loadChildren(''), { id: 'data-tree-refresh', class: 'secondary small' }));
 
@@ -177,7 +178,7 @@ export default {
         if (!token) {
           clear(list);
           pages = 0;
-          treeNote.hidden = true;
+          treeNote.hidden = !treeDead;
         }
         pages += 1;
         for (const c of page.children || []) list.append(childItem(c));
@@ -244,7 +245,7 @@ export default {
     const treeChanged = () => {
       clearTimeout(treeTimer);
       if (pages > 1) {
-        treeNote.hidden = false;
+        if (!treeDead) treeNote.hidden = false;
         return;
       }
       treeTimer = setTimeout(() => { if (alive()) loadChildren(''); }, 250);
@@ -256,6 +257,12 @@ export default {
         const sub = client.realtime.subscribeQuery({ collection: path, limit: 100 }, (ev) => {
           if (ev.type === 'snapshot' && first) { first = false; return; }
           if ((ev.type === 'change' && ev.changeType !== 'modified') || ev.type === 'snapshot') treeChanged();
+          if (ev.type === 'error' && alive()) {
+            treeDead = true;
+            treeNote.hidden = false;
+            replace(treeNote, `The listing does not follow the server (${errorText(ev.error)}). `,
+              button('Refresh', () => loadChildren(''), { id: 'data-tree-refresh', class: 'secondary small' }));
+          }
         });
         cleanups.push(() => sub.unsubscribe());
       } catch (err) {
