@@ -257,6 +257,7 @@ export default {
         replace(topicsView, table([
           { label: 'Topic', get: (t) => h('code', null, t.topic) },
           { label: 'Subscribers', get: (t) => num(t.subscribers) },
+          { label: 'Send', get: (t) => button('Compose', () => composeTo('topic', t.topic), { class: 'small secondary push-compose-topic', 'aria-label': `Compose a notification to the topic ${t.topic}` }) },
         ], list, { caption: 'Topics followed by at least one account', empty: 'No topic has subscribers.' }));
         for (const tr of topicsView.querySelectorAll('tbody tr')) {
           const c = tr.querySelector('code');
@@ -286,6 +287,14 @@ export default {
     const sendAt = h('input', { type: 'datetime-local', id: 'push-send-at', name: 'sendAt', step: '60' });
     const composeMsg = h('div', { id: 'push-compose-msg', 'aria-live': 'assertive' });
     const result = h('p', { id: 'push-result', 'aria-live': 'polite' });
+
+    /** composeTo points the form at an audience and puts the focus on the title. */
+    function composeTo(kind, value) {
+      audience.value = kind;
+      audience.dispatchEvent(new Event('change'));
+      audienceValue.value = value;
+      title.focus();
+    }
 
     function invalid(ctl, text) {
       ctl.setAttribute('aria-invalid', 'true');
