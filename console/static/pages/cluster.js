@@ -285,7 +285,7 @@ export default {
       try {
         const st = await op.cluster.status();
         if (!alive()) return;
-        status = st;
+        status = { leader: st.leader || '', nodes: st.nodes || [] };
         replace(pollError);
         drawNodes();
       } catch (err) {
