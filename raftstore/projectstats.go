@@ -25,14 +25,19 @@ type ProjectStats struct {
 	AppliedIndex uint64
 }
 
+// maxStatsBytes bounds the document bytes one ProjectStats call goes
+// through (the iterator holds each value in memory as it passes it).
+const maxStatsBytes = 64 << 20
+
 // ProjectStats scans the user documents of project pid in one read
 // transaction of this node's applied state, reading at most budget
-// documents (budget < 1: no bound); reserved subtrees are skipped with one
-// seek each. It reads each document's fixed header, not its data.
+// documents (budget < 1: no bound) and about maxStatsBytes of them;
+// reserved subtrees are skipped with one seek each. It decodes each
+// document's fixed header, not its data.
 func (s *Store) ProjectStats(pid string, budget int) (ProjectStats, error) {
 	var st ProjectStats
 	err := s.fsm.view(func(txn *badger.Txn) error {
-		st = projectStats(txn, pid, budget)
+		st = projectStats(txn, pid, budget, maxStatsBytes)
 		var err error
 		st.AppliedIndex, _, err = readUint64(txn, keyApplied)
 		return err
@@ -43,7 +48,7 @@ func (s *Store) ProjectStats(pid string, budget int) (ProjectStats, error) {
 	return st, nil
 }
 
-func projectStats(txn *badger.Txn, pid string, budget int) ProjectStats {
+func projectStats(txn *badger.Txn, pid string, budget int, maxBytes int64) ProjectStats {
 	var st ProjectStats
 	prefix := docKey(pid + "/")
 	opts := badger.DefaultIteratorOptions
@@ -67,7 +72,7 @@ func projectStats(txn *badger.Txn, pid string, budget int) ProjectStats {
 			it.Seek(next)
 			continue
 		}
-		if budget > 0 && st.Documents == budget {
+		if (budget > 0 && st.Documents == budget) || st.Bytes >= maxBytes {
 			st.Approximate = true
 			return st
 		}
