@@ -410,6 +410,13 @@ func consoleRules(t *testing.T, e *consoleEnv) {
 	if p.eval(`!!document.querySelector('#rules-list .rules-rule.rules-decider')`) {
 		t.Errorf("a rule stays marked as deciding after a refused test")
 	}
+	// An unknown user id is the server's 404 on userId, shown at that input.
+	e.typeInto(t, p, "#rules-test-path", "public/p1")
+	e.typeInto(t, p, "#rules-test-user", "no-such-user")
+	dataClick(t, p, "#rules-test-editor")
+	p.waitFor("the user id error", `document.getElementById('rules-test-user').getAttribute('aria-invalid') === 'true' &&
+		document.activeElement.id === 'rules-test-user' && document.getElementById('rules-verdict').textContent.includes('not_found (userId)') &&
+		!document.getElementById('rules-test-path').hasAttribute('aria-invalid')`, 10*time.Second)
 
 	// The indexes: one declared through the API is listed with its state.
 	e.call(t, http.MethodPut, "/api/db/indexes", e.proj.Headers(), map[string]any{"indexes": []any{

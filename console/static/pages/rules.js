@@ -328,7 +328,7 @@ export default {
     async function runTest(withEditor) {
       const t = { op: op.value, path: tpath.value.trim().replace(/^\/+|\/+$/g, '') };
       if (uid.value.trim()) t.userId = uid.value.trim();
-      tdata.removeAttribute('aria-invalid');
+      for (const el of [op, tpath, uid, tdata]) el.removeAttribute('aria-invalid');
       if (t.op === 'write' && tdata.value.trim()) {
         const p = parseJSON(tdata.value);
         if (p.error) {
