@@ -426,6 +426,9 @@ func consoleRules(t *testing.T, e *consoleEnv) {
 	p.waitFor("the index in the table", `[...document.querySelectorAll('#rules-index-table tbody tr')].some(tr =>
 		tr.cells.length === 4 && tr.cells[0].textContent === 'notes' && tr.cells[2].textContent === 'kind asc, rank desc' &&
 		['building', 'ready'].includes(tr.cells[3].querySelector('.badge')?.dataset.state))`, 10*time.Second)
+	// A building index is polled until it is ready on this node.
+	p.waitFor("the index ready", `[...document.querySelectorAll('#rules-index-table tbody tr')].some(tr =>
+		tr.cells[0].textContent === 'notes' && tr.cells[3].querySelector('.badge')?.dataset.state === 'ready')`, 20*time.Second)
 
 	e.checkA11y(t, p)
 }

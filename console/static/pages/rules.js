@@ -394,10 +394,16 @@ export default {
 
     // ---------------------------------------------------------- indexes
     const indexBox = h('div', { id: 'rules-index-table' });
+    // While an index is building on this node, the table polls every 2 s
+    // until every index is ready (stopping when the page is left).
+    let indexTimer = null;
+    signal.addEventListener('abort', () => clearTimeout(indexTimer));
     async function loadIndexes() {
+      clearTimeout(indexTimer);
       try {
         const r = await client.db.getIndexes();
         if (!alive()) return;
+        if ((r.indexes || []).some((x) => x.state !== 'ready')) indexTimer = setTimeout(loadIndexes, 2000);
         replace(indexBox, table([
           { label: 'Collection', get: (x) => h('code', null, x.collection) },
           { label: 'Scope', get: (x) => (x.collectionGroup ? 'collection group' : 'collection') },
