@@ -258,11 +258,12 @@ func consoleCluster(t *testing.T, e *consoleEnv) {
 		t.Errorf("no download link of the backup\n%s", p.state())
 	}
 
-	// Writes through the console's node move its write rate.
+	// Writes through the console's node move its write rate (three points
+	// of it, for the screenshot).
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
 		opWrite(t, e, e.url(), fmt.Sprintf("console-cluster/w%d", i%20), map[string]any{"i": i})
-		if p.eval(`Number(document.getElementById('cluster-chart-writes').dataset.last) > 0`) {
+		if p.eval(`(() => { const c = document.getElementById('cluster-chart-writes').dataset; return Number(c.last) > 0 && Number(c.points) >= 3; })()`) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -279,6 +280,10 @@ func consoleCluster(t *testing.T, e *consoleEnv) {
 
 	e.shoot(t, p, "cluster")
 	e.checkA11y(t, p)
+	// The charts, scrolled into view.
+	p.await("scroll to the charts", `document.getElementById('cluster-metrics-h').scrollIntoView(); true`)
+	e.shoot(t, p, "cluster-activity")
+	p.await("scroll back up", `window.scrollTo(0, 0); true`)
 
 	// Remove n3: cancel once (Escape), then confirm.
 	remove := `tr[data-node="n3"] .cluster-remove`

@@ -80,7 +80,8 @@ function chart(spec) {
   const area = svgEl('path', { class: 'cluster-chart-area', d: '' });
   const line = svgEl('polyline', { class: 'cluster-chart-line', points: '', fill: 'none' });
   const base = svgEl('line', { class: 'cluster-chart-base', x1: 0, y1: H - 1, x2: W, y2: H - 1 });
-  svg.append(base, area, line);
+  const dot = svgEl('circle', { class: 'cluster-chart-dot', r: 3, cx: -10, cy: -10 });
+  svg.append(base, area, line, dot);
   const maxEl = h('span', { class: 'muted cluster-chart-max' }, '');
   const fig = h('figure', { class: 'cluster-chart card', id: `cluster-chart-${spec.id}`, 'data-points': '0', 'data-last': '' },
     h('figcaption', null, h('span', { class: 'cluster-chart-title' }, spec.title), ' ', now),
@@ -94,6 +95,10 @@ function chart(spec) {
     const x0 = W - (vals.length - 1) * step;
     const xy = vals.map((v, i) => [x0 + i * step, H - 2 - (Math.max(0, v) / max) * (H - 6)]);
     line.setAttribute('points', xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' '));
+    if (xy.length) {
+      dot.setAttribute('cx', (xy[xy.length - 1][0] - 3).toFixed(1));
+      dot.setAttribute('cy', xy[xy.length - 1][1].toFixed(1));
+    }
     area.setAttribute('d', xy.length > 1 ? `M${xy[0][0].toFixed(1)},${H - 1} ${xy.map(([x, y]) => `L${x.toFixed(1)},${y.toFixed(1)}`).join(' ')} L${xy[xy.length - 1][0].toFixed(1)},${H - 1} Z` : '');
     const text = fmt(last, spec.unit);
     replace(now, text);
