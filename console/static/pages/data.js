@@ -17,6 +17,14 @@ function join(p, name) {
   return p ? `${p}/${name}` : name;
 }
 
+/** typeOf names a JSON value's type as the field update API does. */
+function typeOf(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
+  return typeof v;
+}
+
 /** parentOf is the collection that holds path ("" for a top-level one). */
 function parentOf(path) {
   const i = path.lastIndexOf('/');
@@ -325,6 +333,7 @@ export default {
       replace(fields, keys.length
         ? keys.map((k) => h('li', { class: 'row data-field', 'data-field': k },
           h('code', { class: 'grow truncate' }, k),
+          h('span', { class: 'muted data-field-type' }, typeOf(d.data[k])),
           button('Delete field', () => deleteField(k), { class: 'secondary small', 'data-field-delete': k, 'aria-label': `Delete field ${k}` })))
         : h('li', { class: 'empty' }, 'No fields.'));
     }
