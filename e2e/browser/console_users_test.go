@@ -443,6 +443,14 @@ func consolePush(t *testing.T, e *consoleEnv) {
 	}
 	p.await("scroll to the top", `window.scrollTo(0, 0); true`)
 	e.shoot(t, p, "push")
+	// The credentials form folded once saved; checkA11y counts the controls
+	// of a closed <details> as shown, so unfold it (by keyboard) first.
+	if p.eval(`document.querySelector('.push-creds-details').open`) {
+		t.Fatalf("the credentials form is still unfolded after the save\n%s", p.state())
+	}
+	e.tabTo(t, p, ".push-creds-details > summary")
+	e.key(t, p, "Enter")
+	p.waitFor("the credentials form unfolded", `document.querySelector('.push-creds-details').open`, 5*time.Second)
 	e.checkA11y(t, p)
 	usersClick(t, p, "cancel the schedule", fmt.Sprintf(`button.push-cancel[data-id=%q]`, sid))
 	p.waitFor("the schedule cancelled", fmt.Sprintf(`(() => { const r = document.querySelector('#push-schedules-list tr[data-id=%q]'); return !!r && r.dataset.status === 'cancelled' && !r.querySelector('button'); })()`, sid), 15*time.Second)

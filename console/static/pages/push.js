@@ -187,13 +187,16 @@ export default {
             credsFile.value = '';
             drawCreds(r);
             credsSaved.textContent = `Saved: ${r.clientEmail || 'the service account'}.`;
+            // Saved: the form folds away; the focus stays on its summary.
+            credsDetails.open = false;
+            credsDetails.querySelector('summary').focus();
           }
         },
       },
     },
     field('Service account JSON (paste it here)', credsText, 'The key file from the Firebase console. It is stored sealed; the key is never shown again.'),
     field('…or choose the JSON file', credsFile),
-    h('div', { class: 'row' }, h('button', { type: 'submit', id: 'push-creds-save' }, 'Save credentials'), credsSaved));
+    h('div', { class: 'row' }, h('button', { type: 'submit', id: 'push-creds-save' }, 'Save credentials')));
 
     const credsDetails = h('details', { class: 'push-creds-details', open: true },
       h('summary', null, 'Upload or replace the service account'), credsForm);
@@ -439,7 +442,7 @@ export default {
       card('push-status', 'Status',
         switchLine, switchMsg,
         h('h3', { class: 'push-sub' }, 'FCM credentials'),
-        credsView, credsMsg, credsDetails),
+        credsView, credsSaved, credsMsg, credsDetails),
       h('div', { class: 'split' },
         card('push-devices', 'Devices of a user', devicesForm, devicesMsg, devicesView),
         card('push-topics', 'Topics',

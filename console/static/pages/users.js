@@ -18,6 +18,12 @@ const AUDIT_TYPES = [
   'key-deleted', 'oauth-linked', 'anonymous-linked', 'smtp-changed',
 ];
 
+// Labels of the account fields the detail shows first (others by their name).
+const FIELD_LABELS = {
+  id: 'Id', email: 'Email', name: 'Name', role: 'Role', totpEnabled: 'TOTP', emailVerified: 'Email verified',
+  disabled: 'Disabled', anonymous: 'Anonymous', createdAt: 'Created', updatedAt: 'Updated',
+};
+
 /** badge is a small label; kind is a class of style.css (ok, muted, danger...). */
 function badge(text, kind) {
   return h('span', { class: `badge ${kind || ''}`.trim() }, text);
@@ -220,7 +226,7 @@ export default {
       // All fields, known ones first.
       const order = ['id', 'email', 'name', 'role', 'totpEnabled', 'emailVerified', 'disabled', 'anonymous', 'createdAt', 'updatedAt'];
       const keys = [...order.filter((k) => k in u), ...Object.keys(u).filter((k) => !order.includes(k)).sort()];
-      const dl = h('dl', { class: 'kv users-fields' }, keys.map((k) => [h('dt', null, k), h('dd', { 'data-field': k }, fieldValue(k, u[k]))]));
+      const dl = h('dl', { class: 'kv users-fields' }, keys.map((k) => [h('dt', null, FIELD_LABELS[k] || k), h('dd', { 'data-field': k }, fieldValue(k, u[k]))]));
 
       // Role.
       const role = h('select', { id: 'users-role', name: 'role' },
