@@ -192,9 +192,12 @@ func consoleUsers(t *testing.T, e *consoleEnv) {
 	if st, code := loginStatus(); st != http.StatusForbidden || code != "account_disabled" {
 		t.Fatalf("login of the disabled account: %d %s, want 403 account_disabled", st, code)
 	}
-	if st := me(tokenB); st != http.StatusUnauthorized {
-		t.Fatalf("a session of the disabled account answers %d, want 401", st)
-	}
+	nodetest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if st := me(tokenB); st != http.StatusUnauthorized {
+			return fmt.Errorf("a session of the disabled account answers %d, want 401", st)
+		}
+		return nil
+	})
 	usersClick(t, p, "enable Ann", "#users-toggle")
 	p.waitFor("Ann shown enabled", `document.getElementById('users-toggle').textContent === 'Disable account'`, 15*time.Second)
 	if st, code := loginStatus(); st != http.StatusOK {
