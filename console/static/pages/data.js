@@ -244,7 +244,7 @@ export default {
 
     append(treePane, [
       h('h2', { id: 'data-tree-h' }, path ? `Children of ${path}` : 'Top-level collections'),
-      treeNote, list, treeMsg, h('div', { class: 'row' }, more), create,
+      treeNote, list, treeMsg, h('div', { class: 'row data-more-row' }, more), create,
     ]);
 
     // The listing follows the server: a document added or removed below
