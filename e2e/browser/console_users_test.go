@@ -259,9 +259,12 @@ func consoleUsers(t *testing.T, e *consoleEnv) {
 	usersClick(t, p, "load more of Bob's events", "#users-detail .users-more")
 	p.waitFor("all of Bob's events", fmt.Sprintf(`%s === %d && document.querySelector('#users-detail .users-more').hidden`, auditRows, len(bobAudit.Events)), 15*time.Second)
 
-	// Delete Bob, confirmed inline; Cancel first leaves him be.
+	// Delete Bob, confirmed inline; Escape and Cancel first leave him be.
 	usersClick(t, p, "ask to delete Bob", "#users-delete")
 	p.waitFor("the inline confirmation, focused", `document.activeElement && document.activeElement.id === 'users-delete-confirm'`, 5*time.Second)
+	e.key(t, p, "Escape")
+	p.waitFor("the confirmation closed by Escape", `document.querySelector('.users-confirm').hidden && document.activeElement.id === 'users-delete'`, 5*time.Second)
+	usersClick(t, p, "ask to delete Bob once more", "#users-delete")
 	usersClick(t, p, "cancel", "#users-delete-cancel")
 	p.waitFor("the confirmation closed", `document.querySelector('.users-confirm').hidden && document.activeElement.id === 'users-delete'`, 5*time.Second)
 	if st, _ := usersTry(t, e, http.MethodGet, "/api/auth/users/"+bob.User.ID, owner, nil); st != http.StatusOK {

@@ -279,6 +279,8 @@ export default {
         }
       }, { id: 'users-delete-confirm', class: 'danger' });
       const no = button('Cancel', () => { confirmRow.hidden = true; del.focus(); }, { id: 'users-delete-cancel', class: 'secondary' });
+      // Escape in the confirmation cancels it too.
+      confirmRow.addEventListener('keydown', (e) => { if (e.key === 'Escape') no.click(); });
       replace(confirmRow,
         h('p', { id: 'users-confirm-text' }, `Delete ${u.email || u.id}? Their sessions, devices and documents under users/${u.id}/ go too. This cannot be undone.`),
         yes, no);
