@@ -94,6 +94,18 @@ function focusHeading(root, id) {
 }
 
 let renders = 0;
+let shown = null; // {page, client, operator}: what the current page was rendered with
+
+// changed follows a change of the credentials (here or in another tab): the
+// page is rendered again only when it depends on what changed (it may hold
+// unsaved edits); otherwise the header alone is redrawn.
+function changed() {
+  const keep = shown && shown.page.id !== 'signin' && allowed(shown.page) &&
+    (shown.page.needs !== 'owner' || state.client() === shown.client) &&
+    (shown.page.needs !== 'operator' || state.operator() === shown.operator);
+  if (keep) drawNav(shown.page.id);
+  else route(false);
+}
 
 async function route(focus = true) {
   if (leave) leave.abort();
@@ -115,6 +127,7 @@ async function route(focus = true) {
   const root = h('section', { class: `page page-${page.id}`, 'aria-labelledby': `h-${page.id}` });
   replace(main, root);
   main.dataset.renders = String(++renders);
+  shown = { page, client: state.client(), operator: state.operator() };
   const ctx = {
     client: state.client(),
     operator: state.operator(),
@@ -137,7 +150,7 @@ async function route(focus = true) {
   if (focus && !focused && !signal.aborted) focusHeading(root, page.id);
 }
 
-state.init(sdk, () => route(false));
+state.init(sdk, changed);
 window.addEventListener('hashchange', () => route(true));
 route(true);
 // A stored session may have ended while the console was closed: ask once
