@@ -621,8 +621,11 @@ Try:
     -d '{"action":"login","email":"%s","password":"%s"}'
 Watch documents change live (log in there as the owner, then write under notes/):
   %s/_/live#project=%s&key=%s&path=notes&prefix=1
+Admin console (sign in as the owner above, or as the operator with the admin token):
+  %s/_/#/signin?project=%s&key=%s
 `, base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, dp.AdminToken,
-			base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, base, dp.ProjectID, dp.APIKey)
+			base, dp.ProjectID, dp.APIKey, dp.OwnerEmail, dp.OwnerPassword, base, dp.ProjectID, dp.APIKey,
+			base, dp.ProjectID, dp.APIKey)
 	})
 }
 
