@@ -137,3 +137,93 @@ export function time(iso) {
 export function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
+
+/** badge(text, kind?) is a small label; kind is a class of style.css (ok, warn, bad, info). */
+export function badge(text, kind) {
+  return h('span', { class: `badge ${kind || ''}`.trim() }, text);
+}
+
+/**
+ * action(btn, slot, fn) runs fn with btn disabled, showing a failure in slot
+ * (a live region) and answering undefined then; else fn's answer.
+ */
+export async function action(btn, slot, fn) {
+  if (btn) btn.disabled = true;
+  replace(slot);
+  try {
+    return await fn();
+  } catch (err) {
+    replace(slot, errorBox(err));
+    return undefined;
+  } finally {
+    if (btn) btn.disabled = false;
+  }
+}
+
+/**
+ * syncDetails hides the content of each closed <details> in root (the
+ * hidden attribute, kept in sync on toggle), so that what a closed
+ * disclosure holds is out of the layout, the accessibility tree and the
+ * Tab order in every browser.
+ */
+export function syncDetails(root) {
+  for (const d of root.querySelectorAll('details')) {
+    const sync = () => {
+      for (const c of d.children) if (c.tagName !== 'SUMMARY') c.hidden = !d.open;
+    };
+    d.addEventListener('toggle', sync);
+    sync();
+  }
+}
+
+/**
+ * pager(load, draw, opts) is a list growing by pages: load(cursor) answers
+ * {items, nextCursor}; draw(items) renders what is held. opts.label names
+ * the "Load more" button; opts.prefix (a page id) prefixes the classes of
+ * its parts: <prefix>-pager (nav), <prefix>-more (the button),
+ * <prefix>-pager-status. Returns {reset(), nav, items(), replaceItem(pred, item)}.
+ * A short or empty page with a cursor is not the end (the server examines a
+ * bounded number of records per call).
+ */
+export function pager(load, draw, opts = {}) {
+  const prefix = opts.prefix || 'page';
+  let items = [];
+  let cursor = '';
+  let seq = 0;
+  const status = h('p', { class: `muted ${prefix}-pager-status`, 'aria-live': 'polite' });
+  const errs = h('div', { 'aria-live': 'assertive' });
+  const more = button(opts.label || 'Load more', () => next(false), { class: `secondary ${prefix}-more`, hidden: true });
+  async function next(fresh) {
+    const mine = ++seq;
+    if (fresh) { items = []; cursor = ''; }
+    more.disabled = true;
+    replace(errs);
+    status.textContent = 'Loading…';
+    try {
+      const page = await load(cursor);
+      if (mine !== seq) return;
+      items = items.concat(page.items || []);
+      cursor = page.nextCursor || '';
+      draw(items);
+      more.hidden = !cursor;
+      status.textContent = cursor
+        ? `${items.length} shown; there may be more.`
+        : `${items.length} shown, no more.`;
+    } catch (err) {
+      if (mine !== seq) return;
+      status.textContent = '';
+      replace(errs, errorBox(err));
+    } finally {
+      if (mine === seq) more.disabled = false;
+    }
+  }
+  return {
+    reset: () => next(true),
+    nav: h('div', { class: `${prefix}-pager` }, more, status, errs),
+    items: () => items,
+    replaceItem(pred, item) {
+      items = items.map((x) => (pred(x) ? item : x)).filter(Boolean);
+      draw(items);
+    },
+  };
+}

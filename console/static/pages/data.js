@@ -8,7 +8,7 @@
 // and shows both versions on a conflict. Both panes follow the server live
 // through client.realtime. Every stored value is shown as text: a <textarea>
 // value or a text node, never markup.
-import { h, append, clear, replace, field, button, errorBox, errorText, time, pretty } from '../dom.js';
+import { h, append, clear, replace, field, button, errorBox, errorText, time, pretty, syncDetails } from '../dom.js';
 
 const WHERE_OPS = ['==', '!=', '<', '<=', '>', '>=', 'in', 'not-in', 'array-contains', 'array-contains-any', 'exists'];
 
@@ -70,22 +70,6 @@ function parseObject(text) {
   }
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return { error: 'A document is a JSON object: {...}' };
   return { value: v };
-}
-
-/**
- * syncDetails hides the content of each closed <details> in root (the
- * hidden attribute, kept in sync on toggle), so that what a closed
- * disclosure holds is out of the layout, the accessibility tree and the
- * Tab order in every browser.
- */
-function syncDetails(root) {
-  for (const d of root.querySelectorAll('details')) {
-    const sync = () => {
-      for (const c of d.children) if (c.tagName !== 'SUMMARY') c.hidden = !d.open;
-    };
-    d.addEventListener('toggle', sync);
-    sync();
-  }
 }
 
 export default {

@@ -4,13 +4,9 @@
 // topics, the project's topics, composing a notification (sent now or
 // scheduled), the schedules (cancel) and the history of what was sent.
 // Route param: user (the user whose devices are shown).
-import { h, replace, field, button, errorBox, table, time } from '../dom.js';
+import { h, replace, field, button, errorBox, table, time, badge, action, pager } from '../dom.js';
 
 const PAGE = 20;
-
-function badge(text, kind) {
-  return h('span', { class: `badge ${kind || ''}`.trim() }, text);
-}
 
 /** shortToken shows a device token's start and end. */
 function shortToken(t) {
@@ -45,53 +41,6 @@ export function toUTC(local) {
   const d = new Date(local);
   if (Number.isNaN(d.getTime())) return '';
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
-
-/** action runs fn with btn disabled; a failure goes to slot (undefined returned). */
-async function action(btn, slot, fn) {
-  if (btn) btn.disabled = true;
-  replace(slot);
-  try {
-    return await fn();
-  } catch (err) {
-    replace(slot, errorBox(err));
-    return undefined;
-  } finally {
-    if (btn) btn.disabled = false;
-  }
-}
-
-/** pager: a list growing by pages (load(cursor) → {items, nextCursor}). */
-function pager(load, draw) {
-  let items = [];
-  let cursor = '';
-  let seq = 0;
-  const status = h('p', { class: 'muted', 'aria-live': 'polite' });
-  const errs = h('div', { 'aria-live': 'assertive' });
-  const more = button('Load more', () => next(false), { class: 'secondary', hidden: true });
-  async function next(fresh) {
-    const mine = ++seq;
-    if (fresh) cursor = '';
-    more.disabled = true;
-    replace(errs);
-    status.textContent = 'Loading…';
-    try {
-      const page = await load(cursor);
-      if (mine !== seq) return;
-      items = fresh ? (page.items || []) : items.concat(page.items || []);
-      cursor = page.nextCursor || '';
-      draw(items);
-      more.hidden = !cursor;
-      status.textContent = cursor ? `${items.length} shown; there may be more.` : `${items.length} shown, no more.`;
-    } catch (err) {
-      if (mine !== seq) return;
-      status.textContent = '';
-      replace(errs, errorBox(err));
-    } finally {
-      if (mine === seq) more.disabled = false;
-    }
-  }
-  return { reset: () => next(true), nav: h('div', { class: 'push-pager' }, more, status, errs) };
 }
 
 function card(id, title, ...children) {
@@ -408,7 +357,7 @@ export default {
       ], items, { caption: 'Scheduled notifications', empty: 'Nothing scheduled.' }));
       const rows = schedView.querySelectorAll('tbody tr');
       items.forEach((s, i) => { if (rows[i]) { rows[i].dataset.id = s.id; rows[i].dataset.status = s.status; } });
-    });
+    }, { prefix: 'push' });
 
     // ---- history
     const histView = h('div', { id: 'push-history-list' });
@@ -435,7 +384,7 @@ export default {
         for (const k of counts) rows[i].dataset[k] = String(n[k] ?? '');
         for (let c = 6; c < 12 && c < rows[i].cells.length; c++) rows[i].cells[c].classList.add('num');
       });
-    });
+    }, { prefix: 'push' });
 
     root.append(
       h('h1', { id: 'h-push' }, 'Push'),

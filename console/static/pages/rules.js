@@ -9,7 +9,7 @@
 // (client.db.testRules) under the editor's unsaved rules or the saved ones,
 // and the deciding rule is highlighted in the form. The indexes table lists
 // the project's declared indexes with their state on this node.
-import { h, append, clear, replace, field, button, errorBox, errorText, table } from '../dom.js';
+import { h, append, clear, replace, field, button, errorBox, errorText, table, syncDetails } from '../dom.js';
 
 /** lineOf returns the 1-based line and column of offset in text. */
 function lineOf(text, offset) {
@@ -38,22 +38,6 @@ export function parseJSON(text) {
 export function fieldPath(f) {
   const m = /^rules\[(\d+)\](?:\.(\w+))?/.exec(f || '');
   return m ? { index: Number(m[1]), key: m[2] || '' } : null;
-}
-
-/**
- * syncDetails hides the content of each closed <details> in root (the
- * hidden attribute, kept in sync on toggle), so that what a closed
- * disclosure holds is out of the layout, the accessibility tree and the
- * Tab order in every browser.
- */
-function syncDetails(root) {
-  for (const d of root.querySelectorAll('details')) {
-    const sync = () => {
-      for (const c of d.children) if (c.tagName !== 'SUMMARY') c.hidden = !d.open;
-    };
-    d.addEventListener('toggle', sync);
-    sync();
-  }
 }
 
 export default {

@@ -6,7 +6,7 @@
 // it (with an inline confirmation), its audit events; and the project's whole
 // audit log with a type filter. Route params: q (the search), id (the open
 // account).
-import { h, replace, field, button, errorBox, table, time } from '../dom.js';
+import { h, replace, field, button, errorBox, table, time, badge, action, pager } from '../dom.js';
 
 const PAGE = 50;
 
@@ -23,11 +23,6 @@ const FIELD_LABELS = {
   id: 'Id', email: 'Email', name: 'Name', role: 'Role', totpEnabled: 'TOTP', emailVerified: 'Email verified',
   disabled: 'Disabled', anonymous: 'Anonymous', createdAt: 'Created', updatedAt: 'Updated',
 };
-
-/** badge is a small label; kind is a class of style.css (ok, muted, danger...). */
-function badge(text, kind) {
-  return h('span', { class: `badge ${kind || ''}`.trim() }, text);
-}
 
 function yesNo(v, yes = 'yes', no = 'no') {
   return v ? badge(yes, 'ok') : badge(no);
@@ -46,72 +41,6 @@ function fieldValue(k, v) {
   if (/At$/.test(k) && typeof v === 'string') return h('time', { datetime: v }, time(v));
   if (typeof v === 'object') return JSON.stringify(v);
   return String(v);
-}
-
-/**
- * action runs fn with btn disabled, showing a failure in slot (a live
- * region) and returning undefined then.
- */
-async function action(btn, slot, fn) {
-  if (btn) btn.disabled = true;
-  replace(slot);
-  try {
-    return await fn();
-  } catch (err) {
-    replace(slot, errorBox(err));
-    return undefined;
-  } finally {
-    if (btn) btn.disabled = false;
-  }
-}
-
-/**
- * pager keeps a list that grows by pages: load(cursor) answers
- * {items, nextCursor}; draw(items) renders what is held. Returns
- * {reset(), more()} and the "Load more" button's holder in .nav.
- */
-function pager(load, draw, label) {
-  let items = [];
-  let cursor = '';
-  let seq = 0;
-  const status = h('p', { class: 'muted users-pager-status', 'aria-live': 'polite' });
-  const errs = h('div', { 'aria-live': 'assertive' });
-  const more = button(label || 'Load more', () => next(false), { class: 'secondary users-more', hidden: true });
-  async function next(fresh) {
-    const mine = ++seq;
-    if (fresh) { items = []; cursor = ''; }
-    more.disabled = true;
-    replace(errs);
-    status.textContent = 'Loading…';
-    try {
-      const page = await load(cursor);
-      if (mine !== seq) return;
-      items = items.concat(page.items || []);
-      cursor = page.nextCursor || '';
-      draw(items);
-      // A short or empty page with a cursor is not the end (the server
-      // examines a bounded number of records per call).
-      more.hidden = !cursor;
-      status.textContent = cursor
-        ? `${items.length} shown; there may be more.`
-        : `${items.length} shown, no more.`;
-    } catch (err) {
-      if (mine !== seq) return;
-      status.textContent = '';
-      replace(errs, errorBox(err));
-    } finally {
-      if (mine === seq) more.disabled = false;
-    }
-  }
-  return {
-    reset: () => next(true),
-    nav: h('div', { class: 'users-pager' }, more, status, errs),
-    items: () => items,
-    replaceItem(pred, item) {
-      items = items.map((x) => (pred(x) ? item : x)).filter(Boolean);
-      draw(items);
-    },
-  };
 }
 
 export default {
@@ -138,7 +67,7 @@ export default {
     const list = pager(async (cursor) => {
       const r = await users.list({ query, cursor: cursor || undefined, limit: PAGE });
       return { items: r.users || [], nextCursor: r.nextCursor };
-    }, drawResults);
+    }, drawResults, { prefix: 'users' });
 
     function drawResults(items) {
       if (signal.aborted) return;
@@ -325,7 +254,7 @@ export default {
       const userAudit = pager(async (cursor) => {
         const r = await client.admin.audit.list({ userId: u.id, cursor: cursor || undefined, limit: 20 });
         return { items: r.events || [], nextCursor: r.nextCursor };
-      }, (items) => replace(eventsHolder, auditTable(items, `Events of ${u.email || u.id}`)));
+      }, (items) => replace(eventsHolder, auditTable(items, `Events of ${u.email || u.id}`)), { prefix: 'users' });
 
       replace(detail,
         h('div', { class: 'users-detail-head' },
@@ -357,7 +286,7 @@ export default {
       return { items: r.events || [], nextCursor: r.nextCursor };
     }, (items) => {
       if (!signal.aborted) replace(auditHolder, auditTable(items, 'Audit log, newest first'));
-    });
+    }, { prefix: 'users' });
     typeSel.addEventListener('change', () => auditList.reset());
 
     function auditTable(items, caption) {
