@@ -188,11 +188,19 @@ class Client extends Http {
     if (!o.projectId) throw new EdgebaseError({ code: 'invalid_argument', field: 'projectId', message: 'createClient needs a projectId' });
     this.projectId = o.projectId;
     this.apiKey = o.apiKey || '';
+    const adapter = adapterOf(o.persistence, o);
+    /** The persistent cache, or null without the persistence option. */
+    this._cache = adapter ? new Cache(adapter) : null;
     this.auth = new Auth(this, o.storage || defaultStorage());
     this.db = new Db(this);
     this.realtime = new Realtime(this, o);
     this.push = new Push(this);
     this.admin = new Admin(this);
+  }
+
+  /** Resolves when every write to the persistent cache asked for so far is stored (at once without persistence). */
+  flush() {
+    return this._cache ? this._cache.flush() : Promise.resolve();
   }
 
   /** Closes the realtime connection and stops listening to storage. */
@@ -512,6 +520,241 @@ function defaultStorageOf() {
   return _localStorageRef;
 }
 
+// ---------------------------------------------------------------- persistence
+
+/**
+ * A key/value adapter of the persistent cache keeping everything in memory
+ * (gone with the page or process). Values are JSON-serialisable; each is
+ * copied on the way in and out.
+ * @returns {import('./edgebase').CacheAdapter}
+ */
+export function memoryAdapter() {
+  const m = new Map();
+  const copy = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+  return {
+    async get(key) { return m.has(key) ? copy(m.get(key)) : undefined; },
+    async set(key, value) { m.set(key, copy(value)); },
+    async delete(key) { m.delete(key); },
+    async keys(prefix) { return [...m.keys()].filter((k) => k.startsWith(prefix || '')).sort(); },
+  };
+}
+
+const idbDone = (req) => new Promise((resolve, reject) => {
+  req.onsuccess = () => resolve(req.result);
+  req.onerror = () => reject(req.error);
+});
+
+/**
+ * An IndexedDB adapter (browsers): one database per name (createClient
+ * uses "edgebase:<projectId>:<url>"), one object store "kv".
+ * @param {string} name
+ * @returns {import('./edgebase').CacheAdapter}
+ */
+export function indexedDBAdapter(name) {
+  const idb = typeof indexedDB !== 'undefined' ? indexedDB : null;
+  if (!idb) throw new EdgebaseError({ code: 'persistence_unavailable', message: 'no indexedDB here: use persistence "memory", "file:<dir>" or an adapter' });
+  let dbp = null;
+  const open = () => {
+    if (!dbp) {
+      const req = idb.open(name, 1);
+      req.onupgradeneeded = () => { req.result.createObjectStore('kv'); };
+      dbp = idbDone(req);
+    }
+    return dbp;
+  };
+  const run = async (mode, f) => {
+    const db = await open();
+    const tx = db.transaction('kv', mode);
+    const out = await idbDone(f(tx.objectStore('kv')));
+    if (mode === 'readwrite') {
+      await new Promise((resolve, reject) => {
+        tx.oncomplete = () => resolve();
+        tx.onerror = tx.onabort = () => reject(tx.error);
+      });
+    }
+    return out;
+  };
+  return {
+    get: (key) => run('readonly', (s) => s.get(key)),
+    set: (key, value) => run('readwrite', (s) => s.put(value, key)).then(() => undefined),
+    delete: (key) => run('readwrite', (s) => s.delete(key)).then(() => undefined),
+    keys: (prefix) => run('readonly', (s) => s.getAllKeys(prefix ? IDBKeyRange.bound(prefix, prefix + '\uffff') : undefined))
+      .then((ks) => ks.map(String)),
+  };
+}
+
+/** FNV-1a 32-bit of a string, as hex: the tail of long file names. */
+function fnv(s) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h.toString(16).padStart(8, '0');
+}
+
+/**
+ * A file adapter (Node): one file per key in dir, {"k":key,"v":value},
+ * written atomically (a temporary file, then rename). node:fs/promises is
+ * imported on first use only, so the module still loads in browsers.
+ * @param {string} dir
+ * @returns {import('./edgebase').CacheAdapter}
+ */
+export function fileAdapter(dir) {
+  let fsp = null;
+  let made = null;
+  let tmpSeq = 0;
+  const fs = async () => {
+    if (!fsp) fsp = await import('node:fs/promises');
+    if (!made) made = fsp.mkdir(dir, { recursive: true });
+    await made;
+    return fsp;
+  };
+  const sep = dir.endsWith('/') ? '' : '/';
+  // encodeURIComponent never writes "%%" or "%~": temporary files start with
+  // "%%", names of long keys (cut, with a hash) with "%~".
+  const nameOf = (key) => {
+    const e = encodeURIComponent(key);
+    return e.length <= 200 ? e : '%~' + e.slice(0, 180) + '.' + fnv(key);
+  };
+  const read = async (f, name) => {
+    try {
+      return JSON.parse(await f.readFile(dir + sep + name, 'utf8'));
+    } catch (e) {
+      if (e && e.code === 'ENOENT') return undefined;
+      throw e;
+    }
+  };
+  return {
+    async get(key) {
+      const rec = await read(await fs(), nameOf(key));
+      return rec && rec.k === key ? rec.v : undefined;
+    },
+    async set(key, value) {
+      const f = await fs();
+      const tmp = dir + sep + '%%' + process.pid + '.' + ++tmpSeq + '.' + Math.random().toString(36).slice(2) + '.tmp';
+      await f.writeFile(tmp, JSON.stringify({ k: key, v: value }));
+      await f.rename(tmp, dir + sep + nameOf(key));
+    },
+    async delete(key) {
+      const f = await fs();
+      try {
+        await f.unlink(dir + sep + nameOf(key));
+      } catch (e) {
+        if (!e || e.code !== 'ENOENT') throw e;
+      }
+    },
+    async keys(prefix) {
+      const f = await fs();
+      const out = [];
+      for (const name of await f.readdir(dir)) {
+        if (name.startsWith('%%')) continue;
+        let k;
+        if (name.startsWith('%~')) {
+          const rec = await read(f, name);
+          k = rec && rec.k;
+        } else {
+          try {
+            k = decodeURIComponent(name);
+          } catch (_) {
+            k = undefined;
+          }
+        }
+        if (typeof k === 'string' && k.startsWith(prefix || '')) out.push(k);
+      }
+      return out.sort();
+    },
+  };
+}
+
+/** The adapter of createClient's persistence option, or null (no cache). */
+function adapterOf(p, o) {
+  if (p == null || p === false || p === 'none') return null;
+  if (p === 'memory') return memoryAdapter();
+  if (p === 'indexeddb') return indexedDBAdapter('edgebase:' + o.projectId + ':' + String(o.url || '').replace(/\/+$/, ''));
+  if (typeof p === 'string' && p.startsWith('file:')) return fileAdapter(p.slice(5));
+  const a = p && typeof p === 'object' && p.adapter ? p.adapter : p;
+  if (a && ['get', 'set', 'delete', 'keys'].every((k) => typeof a[k] === 'function')) return a;
+  throw new EdgebaseError({ code: 'invalid_argument', field: 'persistence',
+    message: 'persistence is "memory", "indexeddb", "file:<dir>" or an adapter {get, set, delete, keys}' });
+}
+
+/**
+ * The persistent cache over an adapter. Keys: "d:<path>" a document as
+ * db.get answered it; "l:<json>" a db.list page; "s:<sub key>" a
+ * subscription's state {revision, open, seen}; "sd:<sub key>\u0000<path>"
+ * a document of that subscription. Writes run one after another, in the
+ * order they were asked for, so a subscription's stored revision is only
+ * written after the changes up to it.
+ */
+class Cache {
+  constructor(adapter) {
+    this.a = adapter;
+    this._chain = Promise.resolve();
+  }
+
+  /** Queues f after every earlier write; failures are logged, never thrown at the caller. */
+  write(f) {
+    const p = this._chain.then(f).catch((e) => { console.error('edgebase: cache write failed', e); });
+    this._chain = p;
+    return p;
+  }
+
+  /** Resolves when every write queued so far is done. */
+  flush() { return this._chain; }
+
+  async read(key) {
+    await this._chain;
+    return this.a.get(key);
+  }
+
+  static subKey(path, prefix) { return JSON.stringify([path, !!prefix]); }
+
+  /** The subscription's cached {revision, open, seen, documents}, or null. */
+  async loadSub(key) {
+    await this._chain;
+    const st = await this.a.get('s:' + key);
+    if (!st || typeof st.revision !== 'number') return null;
+    const pre = 'sd:' + key + '\u0000';
+    const ks = await this.a.keys(pre);
+    const docs = [];
+    for (let i = 0; i < ks.length; i += 64) docs.push(...await Promise.all(ks.slice(i, i + 64).map((k) => this.a.get(k))));
+    return { ...st, documents: docs.filter((d) => d && typeof d === 'object').sort((x, y) => (x.collection < y.collection ? -1 : x.collection > y.collection ? 1 : 0)) };
+  }
+
+  /** Replaces the subscription's documents with a snapshot's (state first dropped: a crash midway leaves no cache). */
+  saveSnapshot(key, documents, revision) {
+    return this.write(async () => {
+      await this.a.delete('s:' + key);
+      const pre = 'sd:' + key + '\u0000';
+      const keep = new Set(documents.map((d) => pre + d.collection));
+      for (const k of await this.a.keys(pre)) if (!keep.has(k)) await this.a.delete(k);
+      for (const d of documents) await this.a.set(pre + d.collection, d);
+      await this.a.set('s:' + key, { revision, open: false, seen: [] });
+    });
+  }
+
+  /** Applies one change to the subscription's documents, then stores its state. */
+  saveChange(key, m, state) {
+    return this.write(async () => {
+      const k = 'sd:' + key + '\u0000' + m.collection;
+      if (m.type === 'delete') {
+        await this.a.delete(k);
+      } else {
+        const old = await this.a.get(k);
+        const d = { collection: m.collection, data: m.data === undefined ? null : m.data, revision: m.revision, updateTime: m.updateTime || null };
+        if (old && old.createTime) d.createTime = old.createTime;
+        await this.a.set(k, d);
+      }
+      await this.a.set('s:' + key, state);
+    });
+  }
+
+  saveState(key, state) { return this.write(() => this.a.set('s:' + key, state)); }
+
+  dropSub(key) { return this.write(() => this.a.delete('s:' + key)); }
+}
+
 // ---------------------------------------------------------------- db
 
 class Db {
@@ -525,20 +768,54 @@ class Db {
     });
   }
 
-  /** The document at path, or null when there is none. */
+  /**
+   * The document at path, or null when there is none. With persistence, a
+   * network failure (status 0) is answered from the cache when it holds the
+   * document, marked fromCache: true; otherwise the error is thrown.
+   */
   async get(path, opts) {
+    const cache = this._c._cache;
+    const key = 'd:' + path;
+    let doc;
     try {
-      return (await this._read({ collection: path }, opts)).data;
+      doc = (await this._read({ collection: path }, opts)).data;
     } catch (e) {
-      if (e.status === 404 && e.code === 'not_found') return null;
+      if (e.status === 404 && e.code === 'not_found') {
+        if (cache) cache.write(() => cache.a.delete(key));
+        return null;
+      }
+      if (cache && e.status === 0) {
+        const hit = await cache.read(key).catch(() => undefined);
+        if (hit && typeof hit === 'object') return { ...hit, fromCache: true };
+      }
       throw e;
     }
+    if (cache && doc && typeof doc === 'object') cache.write(() => cache.a.set(key, doc));
+    return doc;
   }
 
-  /** One page of the direct children of path: {documents, nextPageToken?}. */
+  /** One page of the direct children of path: {documents, nextPageToken?}; offline from the cache as get. */
   async list(path, opts) {
     const o = opts || {};
-    return (await this._read({ collection: path, list: 'true', limit: o.limit, pageToken: o.pageToken }, o)).data;
+    const cache = this._c._cache;
+    const key = 'l:' + JSON.stringify([path, o.limit == null ? null : o.limit, o.pageToken == null ? null : o.pageToken]);
+    let page;
+    try {
+      page = (await this._read({ collection: path, list: 'true', limit: o.limit, pageToken: o.pageToken }, o)).data;
+    } catch (e) {
+      if (cache && e.status === 0) {
+        const hit = await cache.read(key).catch(() => undefined);
+        if (hit && typeof hit === 'object') return { ...hit, fromCache: true };
+      }
+      throw e;
+    }
+    if (cache && page && typeof page === 'object') {
+      cache.write(async () => {
+        await cache.a.set(key, page);
+        for (const d of page.documents || []) if (d && d.collection) await cache.a.set('d:' + d.collection, d);
+      });
+    }
+    return page;
   }
 
   /** Creates or replaces the document; `created` says which. */
@@ -916,10 +1193,32 @@ class Realtime {
     }
     const sub = {
       id: 's' + ++this._seq, path, prefix: !!(opts && opts.prefix), resumeEvents: !!(opts && opts.resumeEvents), onEvent,
-      started: false, pending: [], rev: 0, open: false, seen: new Set(),
+      started: false, pending: [], rev: 0, open: false, seen: new Set(), loading: false, cacheKey: null, fromCache: false,
     };
     this._subs.set(sub.id, sub);
     this._closed = false;
+    const cache = this._c._cache;
+    if (cache) {
+      // Serve the cached snapshot first; only then subscribe, with since.
+      sub.cacheKey = Cache.subKey(path, sub.prefix);
+      sub.loading = true;
+      cache.loadSub(sub.cacheKey).catch((e) => {
+        console.error('edgebase: cache read failed', e);
+        return null;
+      }).then((st) => {
+        sub.loading = false;
+        if (this._subs.get(sub.id) !== sub) return;
+        if (st) {
+          sub.started = true;
+          sub.fromCache = true;
+          sub.rev = st.revision;
+          sub.open = !!st.open;
+          sub.seen = new Set(Array.isArray(st.seen) ? st.seen : []);
+          emit(sub.onEvent, { type: 'snapshot', documents: st.documents, revision: st.revision, fromCache: true });
+        }
+        if (this._ready && this._subs.get(sub.id) === sub) this._sendSubscribe(sub);
+      });
+    }
     if (this._ready) this._sendSubscribe(sub);
     else this._ensure();
     return {
@@ -1186,6 +1485,7 @@ class Realtime {
       this._send(qm);
       return;
     }
+    if (sub.loading) return; // sent once the cache is read
     const msg = { op: 'subscribe', id: sub.id, collection: sub.path };
     if (sub.prefix) msg.prefix = true;
     if (sub.started) {
@@ -1202,14 +1502,19 @@ class Realtime {
       this._handleQuery(sub, m);
       return;
     }
+    const cache = sub.cacheKey ? this._c._cache : null;
+    const state = () => ({ revision: sub.rev, open: sub.open, seen: [...sub.seen] });
     switch (m.op) {
       case 'snapshot':
         sub.pending.push(...(m.documents || []));
         if (m.more) return;
         sub.started = true;
+        sub.fromCache = false;
         sub.rev = m.revision;
         sub.open = false;
         sub.seen.clear();
+        // The cache gets its own copy: the application may change the event's.
+        if (cache) cache.saveSnapshot(sub.cacheKey, JSON.parse(JSON.stringify(sub.pending)), m.revision);
         emit(sub.onEvent, { type: 'snapshot', documents: sub.pending, revision: m.revision });
         sub.pending = [];
         return;
@@ -1222,10 +1527,13 @@ class Realtime {
           sub.rev = m.revision;
           sub.open = false;
           sub.seen.clear();
+          if (cache) cache.saveState(sub.cacheKey, state());
         }
-        // Opt-in: the replayed changes (if any) are delivered and the
-        // subscription is live again without a new snapshot.
-        if (sub.resumeEvents) emit(sub.onEvent, { type: 'resumed', revision: sub.rev });
+        // Opt-in (always after a snapshot from the cache): the replayed
+        // changes (if any) are delivered and the subscription is live
+        // again without a new snapshot.
+        if (sub.resumeEvents || sub.fromCache) emit(sub.onEvent, { type: 'resumed', revision: sub.rev });
+        sub.fromCache = false;
         return;
       case 'change': {
         if (m.revision > sub.rev) {
@@ -1236,6 +1544,7 @@ class Realtime {
           return; // already delivered before the reconnect
         }
         sub.seen.add(m.collection);
+        if (cache) cache.saveChange(sub.cacheKey, m, state());
         emit(sub.onEvent, {
           type: 'change', collection: m.collection, revision: m.revision, changeType: m.type,
           data: m.data === undefined ? null : m.data, updateTime: m.updateTime || null,
@@ -1244,6 +1553,7 @@ class Realtime {
       }
       case 'error':
         this._subs.delete(sub.id);
+        if (cache) cache.dropSub(sub.cacheKey);
         emit(sub.onEvent, { type: 'error', error: new EdgebaseError({ code: m.code, message: m.message }) });
         this._idleCheck();
         return;

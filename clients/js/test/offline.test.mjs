@@ -1,0 +1,293 @@
+// The persistent cache (issue 21, slice 1): subscriptions served from the
+// cache and resumed exactly across a restart of the client, and reads
+// answered from the cache when the network is down; with the file adapter,
+// against a real node.
+import { test } from 'node:test';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  assert, client, controlledWebSocket, createClient, env, EdgebaseError, newUser, PASSWORD, record, rejectsWith, restartNode, waitFor, WS,
+} from './helpers.mjs';
+import { fileAdapter, memoryAdapter } from '../edgebase.js';
+
+const fast = { minBackoff: 50, maxBackoff: 400 };
+
+const keyOf = (e) => `${e.revision} ${e.collection} ${e.changeType}`;
+
+async function tempDir() {
+  return mkdtemp(join(tmpdir(), 'edgebase-cache-'));
+}
+
+async function writerFor(email) {
+  const w = client();
+  await w.auth.login(email, PASSWORD);
+  return w;
+}
+
+/** Fails unless no (revision, collection) comes twice and revisions never go down. */
+function assertOnceInOrder(changes) {
+  const seen = new Set();
+  let last = 0;
+  for (const e of changes) {
+    const k = e.revision + ' ' + e.collection;
+    assert.ok(!seen.has(k), `duplicate change ${k}`);
+    seen.add(k);
+    assert.ok(e.revision >= last, `revision ${e.revision} after ${last}`);
+    last = e.revision;
+  }
+}
+
+const docsOf = (ev) => ev.documents.map((d) => [d.collection, d.data]);
+
+test('adapters: memory and file keep JSON values, list keys by prefix, delete; long keys work', async () => {
+  const dir = await tempDir();
+  try {
+    for (const a of [memoryAdapter(), fileAdapter(join(dir, 'nested', 'cache'))]) {
+      assert.equal(await a.get('missing'), undefined);
+      await a.set('d:users/1/a', { n: 1, s: 'é/%~' });
+      await a.set('d:users/1/b', [1, 2]);
+      await a.set('s:x', { revision: 3 });
+      const long = 'd:' + 'x/'.repeat(200) + 'end';
+      await a.set(long, { long: true });
+      assert.deepEqual(await a.get('d:users/1/a'), { n: 1, s: 'é/%~' });
+      assert.deepEqual(await a.keys('d:users/1/'), ['d:users/1/a', 'd:users/1/b']);
+      assert.deepEqual(await a.get(long), { long: true });
+      assert.ok((await a.keys('d:x/')).includes(long));
+      const v = await a.get('d:users/1/b');
+      v.push(3); // a copy: the stored value does not change
+      assert.deepEqual(await a.get('d:users/1/b'), [1, 2]);
+      await a.delete('d:users/1/a');
+      await a.delete('d:never');
+      assert.deepEqual(await a.keys('d:users/'), ['d:users/1/b']);
+      assert.equal((await a.keys('')).length, 3);
+    }
+    // Atomic writes leave no temporary file behind.
+    assert.ok((await readdir(join(dir, 'nested', 'cache'))).every((n) => !n.startsWith('%%')));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('persistence option: a bad value is refused; a custom adapter is used', async () => {
+  assert.throws(() => client({ persistence: 'sqlite' }), (e) => e instanceof EdgebaseError && e.code === 'invalid_argument' && e.field === 'persistence');
+  assert.throws(() => client({ persistence: 'indexeddb' }), (e) => e instanceof EdgebaseError && e.code === 'persistence_unavailable');
+  const seen = [];
+  const inner = memoryAdapter();
+  const adapter = {
+    get: (k) => inner.get(k),
+    set: (k, v) => { seen.push(k); return inner.set(k, v); },
+    delete: (k) => inner.delete(k),
+    keys: (p) => inner.keys(p),
+  };
+  const { c, user } = await newUser({ persistence: { adapter } });
+  await c.db.set(`users/${user.id}/custom`, { v: 1 });
+  const doc = await c.db.get(`users/${user.id}/custom`);
+  assert.equal(doc.fromCache, undefined, 'online answers carry no fromCache');
+  await c.flush();
+  assert.deepEqual(seen, [`d:users/${user.id}/custom`]);
+  // Without persistence nothing changes: flush resolves at once.
+  await client().flush();
+});
+
+test('a new client with the same cache serves the snapshot at once, then exactly the missed changes', async () => {
+  const dir = await tempDir();
+  try {
+    const { c: a, user, email } = await newUser({ ...fast, persistence: 'file:' + dir });
+    const w = await writerFor(email);
+    const base = `users/${user.id}/cached`;
+    await w.db.set(base + '/a', { n: 1 });
+    await w.db.set(base + '/b', { n: 2 });
+    const ra = record(a, base, { prefix: true });
+    await ra.until((ev) => ev.length >= 1, 10000, 'snapshot');
+    assert.equal(ra.events[0].type, 'snapshot');
+    assert.equal(ra.events[0].fromCache, undefined, 'a snapshot from the server carries no fromCache');
+    const c1 = await w.db.set(base + '/c', { n: 3 });
+    await ra.until((ev) => ev.length >= 2, 10000, 'the change of c');
+    await a.flush();
+    a.close();
+
+    // Written while no client of the cache runs.
+    const expected = [];
+    const d1 = await w.db.set(base + '/d', { n: 4 });
+    expected.push(`${d1.revision} ${base}/d set`);
+    const b = await w.db.batch([
+      { op: 'set', collection: base + '/a', data: { n: 10 } },
+      { op: 'delete', collection: base + '/b' },
+    ]);
+    expected.push(`${b.revision} ${base}/a set`, `${b.revision} ${base}/b delete`);
+    const u = await w.db.update(base + '/c', { oldKey: 'n', value: 30 });
+    expected.push(`${u.revision} ${base}/c set`);
+
+    // Not signed in yet: the cached snapshot comes without the network.
+    const b2 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, ...fast, persistence: 'file:' + dir });
+    const rb = record(b2, base, { prefix: true });
+    await rb.until((ev) => ev.length >= 1, 5000, 'the cached snapshot');
+    const snap = rb.events[0];
+    assert.equal(snap.type, 'snapshot');
+    assert.equal(snap.fromCache, true);
+    assert.equal(snap.revision, c1.revision);
+    assert.deepEqual(docsOf(snap), [[base + '/a', { n: 1 }], [base + '/b', { n: 2 }], [base + '/c', { n: 3 }]]);
+    assert.equal(snap.documents[2].revision, c1.revision);
+    assert.equal(rb.events.length, 1);
+
+    await b2.auth.login(email, PASSWORD);
+    await rb.until((ev) => ev.some((e) => e.type === 'resumed'), 15000, 'resumed');
+    const live = await w.db.set(base + '/e', { n: 5 });
+    await rb.until((ev) => ev.filter((e) => e.type === 'change').length >= expected.length + 1, 10000, 'a live change');
+    expected.push(`${live.revision} ${base}/e set`);
+    assert.deepEqual(rb.events.map((e) => e.type), ['snapshot', 'change', 'change', 'change', 'change', 'resumed', 'change']);
+    assert.deepEqual(rb.changes().map(keyOf), expected);
+    assertOnceInOrder(rb.changes());
+    assert.equal(rb.ofType('resumed')[0].revision >= u.revision, true);
+    await b2.flush();
+    b2.close();
+
+    // A third client sees the cache equal to the server's state.
+    const c3 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, persistence: 'file:' + dir });
+    const r3 = record(c3, base, { prefix: true });
+    await r3.until((ev) => ev.length >= 1, 5000, 'the cached snapshot');
+    assert.equal(r3.events[0].fromCache, true);
+    assert.equal(r3.events[0].revision, live.revision);
+    const server = await w.db.list(base);
+    assert.deepEqual(docsOf(r3.events[0]), server.documents.map((d) => [d.collection, d.data]));
+    assert.deepEqual(docsOf(r3.events[0]), [[base + '/a', { n: 10 }], [base + '/c', { n: 30 }], [base + '/d', { n: 4 }], [base + '/e', { n: 5 }]]);
+    c3.close();
+    w.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a connection cut inside one revision: the cache resumes without a duplicate', async () => {
+  const dir = await tempDir();
+  try {
+    const ws = controlledWebSocket();
+    const { c: a, user, email } = await newUser({ ...fast, WebSocket: ws.WebSocket, persistence: 'file:' + dir });
+    const w = await writerFor(email);
+    const base = `users/${user.id}/cut`;
+    const ra = record(a, base, { prefix: true });
+    await ra.until((ev) => ev.length >= 1, 10000, 'snapshot');
+    // The first change of a three-document batch arrives, then the connection drops and the client stays away.
+    ws.dropWhen((m) => m.op === 'change');
+    ws.block();
+    const b = await w.db.batch([
+      { op: 'set', collection: base + '/x', data: { v: 1 } },
+      { op: 'set', collection: base + '/y', data: { v: 2 } },
+      { op: 'set', collection: base + '/z', data: { v: 3 } },
+    ]);
+    await ra.until((ev) => ev.filter((e) => e.type === 'change').length >= 1, 10000, 'the first change');
+    await waitFor(() => a.realtime.status.state === 'disconnected', 10000, 'disconnected');
+    await a.flush();
+    a.close();
+    assert.equal(ra.changes().length, 1);
+
+    const b2 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, ...fast, persistence: 'file:' + dir });
+    await b2.auth.login(email, PASSWORD);
+    const rb = record(b2, base, { prefix: true });
+    await rb.until((ev) => ev.some((e) => e.type === 'resumed'), 15000, 'resumed');
+    assert.equal(rb.events[0].fromCache, true);
+    assert.deepEqual(docsOf(rb.events[0]), [[base + '/x', { v: 1 }]]);
+    assert.deepEqual(rb.changes().map(keyOf), [`${b.revision} ${base}/y set`, `${b.revision} ${base}/z set`]);
+    b2.close();
+    w.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('offline reads: get and list answer from the cache with fromCache; uncached reads throw the network error', async () => {
+  const dir = await tempDir();
+  try {
+    const { c, user } = await newUser({ persistence: 'file:' + dir });
+    const base = `users/${user.id}/off`;
+    await c.db.set(base + '/a', { v: 1 });
+    await c.db.set(base + '/b', { v: 2 });
+    const got = await c.db.get(base + '/a');
+    assert.equal(got.fromCache, undefined);
+    const page = await c.db.list(base);
+    assert.equal(page.fromCache, undefined);
+    assert.equal(page.documents.length, 2);
+    assert.equal(await c.db.get(base + '/none'), null);
+    await c.flush();
+
+    // A node nobody listens on.
+    const off = createClient({ url: 'http://127.0.0.1:1', projectId: env.projectId, apiKey: env.apiKey, retries: 0, persistence: 'file:' + dir });
+    const g = await off.db.get(base + '/a');
+    assert.equal(g.fromCache, true);
+    assert.deepEqual(g.data, { v: 1 });
+    assert.equal(g.revision, got.revision);
+    // b was only listed: its document came with the page.
+    const gb = await off.db.get(base + '/b');
+    assert.equal(gb.fromCache, true);
+    assert.deepEqual(gb.data, { v: 2 });
+    const l = await off.db.list(base);
+    assert.equal(l.fromCache, true);
+    assert.deepEqual(l.documents.map((d) => [d.collection, d.data]), page.documents.map((d) => [d.collection, d.data]));
+    await rejectsWith(off.db.get(base + '/none'), 0, 'network_error');
+    await rejectsWith(off.db.list(base, { limit: 1 }), 0, 'network_error');
+
+    // A fetch that rejects, as a browser offline.
+    let calls = 0;
+    const cut = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, retries: 0, persistence: 'file:' + dir,
+      fetch: async () => { calls++; throw new TypeError('Failed to fetch'); } });
+    assert.equal((await cut.db.get(base + '/a')).fromCache, true);
+    await rejectsWith(cut.db.get(base + '/c'), 0, 'network_error');
+    assert.equal(calls, 2);
+
+    // An answer of the server (not a network failure) is never replaced by the cache.
+    const other = await newUser({ persistence: 'file:' + dir });
+    await rejectsWith(other.c.db.get(base + '/a'), 403, 'forbidden');
+
+    // A document deleted online is dropped from the cache.
+    await c.db.delete(base + '/a');
+    assert.equal(await c.db.get(base + '/a'), null);
+    await c.flush();
+    await rejectsWith(off.db.get(base + '/a'), 0, 'network_error');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('the change log no longer reaches back: the cached subscription gets a reset and a fresh snapshot, and the cache follows', async () => {
+  const dir = await tempDir();
+  await restartNode('?changelogRetention=1s');
+  try {
+    const { c: a, user, email } = await newUser({ ...fast, persistence: 'file:' + dir });
+    const w = await writerFor(email);
+    const base = `users/${user.id}/old`;
+    await w.db.set(base + '/a', { v: 1 });
+    const ra = record(a, base, { prefix: true });
+    await ra.until((ev) => ev.length >= 1, 10000, 'snapshot');
+    await a.flush();
+    a.close();
+    await w.db.delete(base + '/a');
+    const gone = await w.db.set(base + '/b', { v: 2 });
+    await new Promise((res) => setTimeout(res, 2500)); // the changes are compacted away
+
+    const b2 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, ...fast, persistence: 'file:' + dir });
+    await b2.auth.login(email, PASSWORD);
+    const rb = record(b2, base, { prefix: true });
+    await rb.until((ev) => ev.filter((e) => e.type === 'snapshot').length >= 2, 15000, 'reset and snapshot');
+    assert.deepEqual(rb.events.map((e) => e.type), ['snapshot', 'reset', 'snapshot']);
+    assert.equal(rb.events[0].fromCache, true);
+    assert.deepEqual(docsOf(rb.events[0]), [[base + '/a', { v: 1 }]]);
+    assert.equal(rb.events[2].fromCache, undefined);
+    assert.deepEqual(docsOf(rb.events[2]), [[base + '/b', { v: 2 }]]);
+    assert.ok(rb.events[2].revision >= gone.revision);
+    await b2.flush();
+    b2.close();
+
+    const c3 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, persistence: 'file:' + dir });
+    const r3 = record(c3, base, { prefix: true });
+    await r3.until((ev) => ev.length >= 1, 5000, 'the cached snapshot');
+    assert.equal(r3.events[0].fromCache, true);
+    assert.equal(r3.events[0].revision, rb.events[2].revision);
+    assert.deepEqual(docsOf(r3.events[0]), [[base + '/b', { v: 2 }]]);
+    c3.close();
+    w.close();
+  } finally {
+    await restartNode();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
