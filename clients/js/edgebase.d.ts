@@ -13,6 +13,35 @@ export interface StorageAdapter {
   removeItem(key: string): void;
 }
 
+/**
+ * A key/value store for the persistent cache and the write queue. Every method is
+ * async; values are JSON (store a copy: the SDK may change the object it passed).
+ * Write your own over any storage (SQLite, AsyncStorage, ...); memoryAdapter,
+ * indexedDBAdapter and fileAdapter are the built-in ones.
+ */
+export interface CacheAdapter {
+  /** The value stored under key, or undefined. */
+  get(key: string): Promise<JSONValue | undefined>;
+  set(key: string, value: JSONValue): Promise<void>;
+  /** Deleting a missing key is not an error. */
+  delete(key: string): Promise<void>;
+  /** Every key that starts with prefix ("" for all), sorted. */
+  keys(prefix: string): Promise<string[]>;
+  /**
+   * Optional: runs fn while holding an exclusive lock named name across every client of
+   * the same storage (other tabs or processes); resolves when fn's promise settles. The
+   * write queue elects its leader with it when navigator.locks is absent.
+   */
+  lock?(name: string, fn: () => Promise<unknown>): Promise<unknown>;
+}
+
+/**
+ * createClient's persistence option: where the cache and the write queue live.
+ * 'indexeddb' is one database per project and URL (browsers); 'file:<dir>' one file per
+ * key in dir (Node); 'memory' lasts as long as the page or process.
+ */
+export type Persistence = 'memory' | 'indexeddb' | `file:${string}` | CacheAdapter | { adapter: CacheAdapter };
+
 /** The members of a WebSocket the SDK uses (the WHATWG one, or a compatible one). */
 export interface WebSocketLike {
   send(data: string): void;
@@ -40,11 +69,16 @@ export interface ClientOptions {
   maxRetryWait?: number;
   /** Per-request timeout in ms (default 30000; 0: none). */
   timeout?: number;
-  /** Realtime reconnect backoff bounds in ms (defaults 100 and 5000). */
+  /** Backoff bounds in ms of realtime reconnects and of the write queue's retries (defaults 100 and 5000). */
   minBackoff?: number;
   maxBackoff?: number;
   /** Realtime ping interval in ms (default 20000; 0: no pings). */
   pingInterval?: number;
+  /**
+   * Keep a persistent cache (documents read, subscriptions' snapshots) and queue the
+   * writes (db.set, update, deleteField, delete) durably: the app works offline. Default: none.
+   */
+  persistence?: Persistence;
 }
 
 /** Every failure of the SDK. */
@@ -52,11 +86,15 @@ export class EdgebaseError extends Error {
   constructor(o: {
     status?: number; code?: string; message?: string; field?: string | null;
     retryAfter?: number | null; requestId?: string | null; unknownOutcome?: boolean; cause?: unknown;
+    conflict?: Conflict;
   });
   name: 'EdgebaseError';
   /** HTTP status; 0 when no answer arrived. */
   status: number;
-  /** The API's error code ("invalid_path", "rate_limited", ...), or network_error, websocket_unavailable, connection_closed. */
+  /**
+   * The API's error code ("invalid_path", "rate_limited", ...), or network_error, websocket_unavailable,
+   * connection_closed, not_cached (source: 'cache' and nothing cached), persistence_unavailable.
+   */
   code: string;
   field: string | null;
   /** Seconds, from Retry-After. */
@@ -64,6 +102,8 @@ export class EdgebaseError extends Error {
   requestId: string | null;
   /** The write may or may not have been applied: read before retrying it. */
   unknownOutcome: boolean;
+  /** A queued write's conflict (status 412, code precondition_failed): retry or discard it. */
+  conflict?: Conflict;
 }
 
 export interface User {
@@ -356,21 +396,41 @@ export interface Admin {
 
 export interface Document<T = JSONObject> {
   collection: string;
+  /** With persistence: the local view (the server's version with the queued writes applied). */
   data: T;
+  /**
+   * The server revision the data is based on. With persistence, a document that exists
+   * only locally (created by a queued write not yet acknowledged) has null here.
+   */
   revision: number;
   createTime: string;
   updateTime: string;
+  /** Answered from the persistent cache, not the server (offline, or source: 'cache'). */
+  fromCache?: boolean;
+  /** At least one queued write touches this document: data shows it applied. */
+  pendingWrites?: boolean;
 }
 
 export interface ReadOptions {
   consistency?: 'strong' | 'local';
   /** Wait (at most 5 s on the node) until it has applied this revision (X-Min-Revision). */
   minRevision?: number;
+  /**
+   * With persistence: 'default' asks the server and answers from the cache on a network
+   * failure; 'server' never uses the cache; 'cache' answers the local view without a request.
+   */
+  source?: 'default' | 'server' | 'cache';
 }
 
 export interface WriteOptions {
   /** Write only if the document's revision is this (0: only if it does not exist). */
   ifMatch?: number;
+  /**
+   * With persistence: queue the write without a base (last writer wins). Otherwise a queued
+   * write is based on the revision the local view shows (ifMatch), and a change on the
+   * server in between is a conflict.
+   */
+  blind?: boolean;
 }
 
 export interface ListOptions extends ReadOptions {
@@ -383,6 +443,10 @@ export interface ListPage<T = JSONObject> {
   documents: Document<T>[];
   /** Present while more children follow; a page may be empty and still have one. */
   nextPageToken?: string;
+  /** The page came from the persistent cache (offline, or source: 'cache'). */
+  fromCache?: boolean;
+  /** At least one document of the page has queued writes. */
+  pendingWrites?: boolean;
 }
 
 export type FieldType = 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array' | 'null' | 'timestamp';
@@ -513,6 +577,9 @@ export interface Db {
   /** The document, or null when there is none. */
   get<T = JSONObject>(path: string, opts?: ReadOptions): Promise<Document<T> | null>;
   list<T = JSONObject>(path: string, opts?: ListOptions): Promise<ListPage<T>>;
+  // With persistence, set, update, deleteField and delete are queued: the local view shows
+  // them at once, and the promise settles when the server decides (offline: later; after a
+  // restart, never: use client.writes.on). A 412 rejects with error.conflict.
   set<T extends JSONObject = JSONObject>(path: string, data: T, opts?: WriteOptions): Promise<Document<T> & { created: boolean }>;
   update<T = JSONObject>(path: string, change: FieldUpdate, opts?: WriteOptions): Promise<Document<T>>;
   deleteField<T = JSONObject>(path: string, field: string, opts?: WriteOptions): Promise<Document<T>>;
@@ -540,16 +607,32 @@ export interface SnapshotEvent<T = JSONObject> {
   type: 'snapshot';
   documents: Document<T>[];
   revision: number;
+  /**
+   * With persistence: served from the cache at once, before the network; the subscription
+   * then resumes (the missed changes, then 'resumed') or resets (a fresh snapshot).
+   */
+  fromCache?: boolean;
+  /** At least one document has queued writes (each such document is marked too). */
+  pendingWrites?: boolean;
 }
 
 export interface ChangeEvent<T = JSONObject> {
   type: 'change';
   collection: string;
+  /** The subscription's revision: a local change (pendingWrites) does not move it. */
   revision: number;
   changeType: 'set' | 'delete';
-  /** Null for a delete. */
+  /** Null for a delete. With persistence: the local view. */
   data: T | null;
+  /** Null for a local change. */
   updateTime: string | null;
+  /**
+   * A local change (a queued write, or one rolled back) or a server change with queued
+   * writes still on the document: data is the local view.
+   */
+  pendingWrites?: boolean;
+  /** Replayed from the persistent cache. */
+  fromCache?: boolean;
 }
 
 /** The change log no longer reaches back (or access changed): a fresh snapshot follows. */
@@ -760,6 +843,77 @@ export interface Push {
   sendToTopic(topic: string, n: Message): Promise<Sent>;
 }
 
+/** A write of the queue (with persistence), as stored. */
+export interface PendingWrite {
+  id: string;
+  op: 'set' | 'update' | 'deleteField' | 'delete';
+  path: string;
+  /** set's data. */
+  data?: JSONObject;
+  /** update's change. */
+  change?: FieldUpdate;
+  /** deleteField's field. */
+  field?: string;
+  /** The base: the revision the write expects (0: absent); null for a blind write. */
+  ifMatch: number | null;
+  /** ISO 8601. */
+  createdAt: string;
+  /** 'uncertain': sent without an answer; the SDK reads the document before sending it again. */
+  state: 'queued' | 'sending' | 'uncertain' | 'conflict';
+  /** For a conflict: the server's version after the 412 (null: absent). */
+  server?: Document | null;
+}
+
+/** What a write answers: set's Document plus created, update's and deleteField's Document, delete's {deleted, revision}. */
+export type WriteResult = (Document & { created?: boolean }) | { deleted: true; revision: number };
+
+/** A queued write the server refused with 412 (its base is no longer the server's version). */
+export interface Conflict {
+  /** The write's id. */
+  id: string;
+  path: string;
+  write: PendingWrite;
+  /** What the local view showed with the write applied (null: absent). */
+  local: Document | null;
+  /** The server's version now (null: absent). */
+  server: Document | null;
+  /**
+   * Sends the write again based on the server's version. retry(data): set(path, data)
+   * instead; retry(null): delete(path); both based on the server's version, in the same
+   * place in the queue. Settles like the write's own promise.
+   */
+  retry(data?: JSONObject | null): Promise<WriteResult>;
+  /** Drops the write: the local view goes back to the server's version (plus later queued writes). */
+  discard(): Promise<void>;
+}
+
+/** The events of client.writes.on: fired in every tab of the same storage. */
+export interface WriteEvents {
+  conflict: Conflict;
+  /** The server applied the write. */
+  acked: { write: PendingWrite; result: WriteResult };
+  /** The server refused the write (4xx but 401, 412, 429): it is gone, the local view went back. */
+  rejected: { write: PendingWrite; error: EdgebaseError };
+  /** After any change of the queue: the counts. */
+  change: { pending: number; conflicts: number };
+}
+
+/** The write queue (with persistence; without it, always empty). */
+export interface Writes {
+  /** Every queued write, oldest first, conflicts included. */
+  pending(): Promise<PendingWrite[]>;
+  /** The writes in conflict (also after a restart). */
+  conflicts(): Promise<Conflict[]>;
+  /** Returns an unsubscribe. */
+  on<K extends keyof WriteEvents>(type: K, cb: (ev: WriteEvents[K]) => void): () => void;
+  /** Resolves once nothing is left to send (empty, or conflicts only); offline it waits. */
+  settled(): Promise<void>;
+  /** Tries now, cutting a backoff short. */
+  replay(): void;
+  /** This client (tab) is the one that replays the queue. */
+  readonly leader: boolean;
+}
+
 export interface EdgebaseClient {
   auth: Auth;
   db: Db;
@@ -767,13 +921,24 @@ export interface EdgebaseClient {
   push: Push;
   /** Owner administration of the project. */
   admin: Admin;
+  /** The write queue (with persistence). */
+  writes: Writes;
   readonly url: string;
   readonly projectId: string;
-  /** Closes the realtime connection. */
+  /** Resolves when every write to the persistent cache asked for so far is stored (at once without persistence). */
+  flush(): Promise<void>;
+  /** Closes the realtime connection; releases the write queue's leadership and the tabs' channel. */
   close(): void;
 }
 
 export function createClient(options: ClientOptions): EdgebaseClient;
+
+/** The persistent cache in memory: gone with the page or process. */
+export function memoryAdapter(): CacheAdapter;
+/** IndexedDB (browsers): one database of that name, one object store "kv". Throws persistence_unavailable without indexedDB. */
+export function indexedDBAdapter(name: string): CacheAdapter;
+/** Files (Node): one file per key in dir, written atomically; lock() with a lock file. */
+export function fileAdapter(dir: string): CacheAdapter;
 export default createClient;
 
 export interface OperatorOptions {

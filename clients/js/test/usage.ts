@@ -5,6 +5,8 @@ import createDefault, {
   StorageAdapter, BatchWrite, LoginResult, Preferences, Query, QueryEvent, QuerySubscription,
   User, PasswordReset, OAuthProviderSummary, SessionInfo, APIKeyCreated, AuditEvent, SMTPSettingsInfo, EmailKind, AuthSettings,
   createOperator, OperatorClient, ProjectInfo, NodeStatus, Child, RulesTestResult, IndexInfo, UserSessionInfo, FCMCredentialsInfo,
+  memoryAdapter, indexedDBAdapter, fileAdapter, CacheAdapter, Persistence, PendingWrite, Conflict, WriteEvents, WriteResult, Writes,
+  JSONValue, JSONObject,
 } from '../edgebase.js';
 
 interface Note {
@@ -325,4 +327,126 @@ export async function consoleAdditions(c: EdgebaseClient): Promise<void> {
   const text: string = await op.metrics();
   void [hasDoc, next, root, allowed, ruleIndex, uid, state, ixRev, role, devices, topics, subs, on, creds, credRev,
     lastRev, nextCursor, apiKey, applied, leader, removed, size, name, bRev, text];
+}
+
+// Offline-first (issue 21): the persistent cache, the write queue, conflicts.
+export async function offline(): Promise<void> {
+  // Every form of the persistence option.
+  const forms: Persistence[] = ['memory', 'indexeddb', 'file:/tmp/cache', memoryAdapter(), { adapter: fileAdapter('/tmp/cache') },
+    indexedDBAdapter('edgebase:p:http://localhost:8080')];
+  // An adapter of one's own, with the optional lock.
+  const kv = new Map<string, JSONValue>();
+  let held: Promise<unknown> = Promise.resolve();
+  const mine: CacheAdapter = {
+    get: async (k) => kv.get(k),
+    set: async (k, v) => { kv.set(k, JSON.parse(JSON.stringify(v))); },
+    delete: async (k) => { kv.delete(k); },
+    keys: async (prefix) => [...kv.keys()].filter((k) => k.startsWith(prefix)).sort(),
+    lock: (name, fn) => {
+      const run = held.then(fn);
+      held = run.catch(() => undefined);
+      void name;
+      return run;
+    },
+  };
+  const noLock: CacheAdapter = { get: mine.get, set: mine.set, delete: mine.delete, keys: mine.keys };
+  const stored: JSONValue | undefined = await noLock.get('d:notes/1');
+  const c = createClient({ url: 'http://localhost:8080', projectId: 'p', persistence: { adapter: mine }, minBackoff: 50, maxBackoff: 1000 });
+  const f = createClient({ projectId: 'p', persistence: 'file:./cache' });
+  f.close();
+
+  // Reads: the source option, fromCache and pendingWrites.
+  const cached: Document<Note> | null = await c.db.get<Note>('notes/1', { source: 'cache' });
+  const fromCache: boolean | undefined = cached?.fromCache;
+  const pendingDoc: boolean | undefined = cached?.pendingWrites;
+  await c.db.get('notes/1', { source: 'server', consistency: 'strong' });
+  await c.db.get('notes/1', { source: 'default' });
+  const page = await c.db.list<Note>('notes', { source: 'cache', limit: 20 });
+  const pageFromCache: boolean | undefined = page.fromCache;
+  const pagePending: boolean | undefined = page.pendingWrites;
+
+  // Writes: queued with a base, blind, or with an explicit ifMatch.
+  const set = await c.db.set<Note>('notes/1', { title: 't', done: false });
+  const setCreated: boolean = set.created;
+  await c.db.set('notes/2', { title: 'x' }, { blind: true });
+  await c.db.update('notes/1', { oldKey: 'done', value: true }, { blind: true });
+  await c.db.deleteField('notes/1', 'title', { ifMatch: set.revision });
+  await c.db.delete('notes/2', { blind: true });
+  await c.flush();
+
+  // The queue.
+  const w: Writes = c.writes;
+  const pending: PendingWrite[] = await w.pending();
+  const p0: PendingWrite | undefined = pending[0];
+  if (p0) {
+    const op: 'set' | 'update' | 'deleteField' | 'delete' = p0.op;
+    const base: number | null = p0.ifMatch;
+    const st: 'queued' | 'sending' | 'uncertain' | 'conflict' = p0.state;
+    const at: string = p0.createdAt;
+    const oldKey: string | undefined = p0.change?.oldKey;
+    const data: JSONObject | undefined = p0.data;
+    const field: string | undefined = p0.field;
+    const srv: Document | null | undefined = p0.server;
+    void [op, base, st, at, oldKey, data, field, srv];
+  }
+  const offConflict = w.on('conflict', async (cf: Conflict) => {
+    const mineNow: Note | undefined = (cf.local?.data as Note | undefined);
+    const theirs: number | undefined = cf.server?.revision;
+    const path: string = cf.path;
+    const write: PendingWrite = cf.write;
+    void [mineNow, theirs, path, write, cf.id];
+    if (cf.server === null) await cf.retry(null);
+    else if (cf.write.op === 'set') await cf.retry({ title: 'merged', done: true });
+    else if (cf.write.op === 'update') await cf.retry();
+    else await cf.discard();
+  });
+  const offAcked = w.on('acked', (ev: WriteEvents['acked']) => {
+    const r: WriteResult = ev.result;
+    const rev: number = r.revision ?? 0;
+    const id: string = ev.write.id;
+    void [rev, id];
+  });
+  const offRejected = w.on('rejected', ({ write, error }) => {
+    const code: string = error.code;
+    const path: string = write.path;
+    void [code, path];
+  });
+  const offChange = w.on('change', ({ pending: n, conflicts: k }) => {
+    const total: number = n + k;
+    void total;
+  });
+  offConflict(); offAcked(); offRejected(); offChange();
+  const conflicts: Conflict[] = await w.conflicts();
+  for (const cf of conflicts) await cf.discard();
+  await w.settled();
+  w.replay();
+  const leader: boolean = w.leader;
+
+  // A conflict as the write's own promise sees it.
+  try {
+    await c.db.set('notes/3', { title: 'y' }, { ifMatch: 4 });
+  } catch (e) {
+    if (e instanceof EdgebaseError && e.conflict) {
+      const again: WriteResult = await e.conflict.retry();
+      void again;
+    }
+  }
+
+  // Subscriptions: served from the cache, local changes marked.
+  const sub = c.realtime.subscribe<Note>('notes', { prefix: true }, (ev) => {
+    if (ev.type === 'snapshot') {
+      const fc: boolean | undefined = ev.fromCache;
+      const pw: boolean | undefined = ev.pendingWrites;
+      const local: boolean | undefined = ev.documents[0]?.pendingWrites;
+      void [fc, pw, local];
+    } else if (ev.type === 'change') {
+      const pw: boolean | undefined = ev.pendingWrites;
+      const fc: boolean | undefined = ev.fromCache;
+      const at: string | null = ev.updateTime;
+      void [pw, fc, at];
+    }
+  });
+  sub.unsubscribe();
+  c.close();
+  void [forms, stored, fromCache, pendingDoc, pageFromCache, pagePending, setCreated, leader];
 }
