@@ -29,6 +29,8 @@ export class EdgebaseError extends Error {
     /** A write that may or may not have been applied: read before retrying. */
     this.unknownOutcome = !!o.unknownOutcome;
     if (o.cause !== undefined) this.cause = o.cause;
+    /** For a queued write in conflict (412, persistence): the Conflict to resolve. */
+    if (o.conflict) this.conflict = o.conflict;
   }
 }
 
@@ -102,7 +104,7 @@ class Http {
    * as JSON, rawBody (a string) as it is; as is 'json' (the default),
    * 'text' or 'blob': how a successful answer is read.
    */
-  async request(method, path, { query, body, rawBody, headers, safe = false, as = 'json' } = {}) {
+  async request(method, path, { query, body, rawBody, headers, safe = false, as = 'json', retries = this.retries } = {}) {
     if (!this.fetch) throw new EdgebaseError({ code: 'fetch_unavailable', message: 'no fetch: pass one in the client options' });
     let target = this.url + path;
     if (query) {
@@ -125,7 +127,7 @@ class Http {
       } catch (e) {
         err = e;
       }
-      const retryable = safe && attempt < this.retries &&
+      const retryable = safe && attempt < retries &&
         (err.status === 429 || (err.status === 503 && err.code !== 'node_removed') || err.status === 0) &&
         !err.unknownOutcome;
       if (!retryable) throw err;
@@ -192,6 +194,8 @@ class Client extends Http {
     /** The persistent cache, or null without the persistence option. */
     this._cache = adapter ? new Cache(adapter) : null;
     this.auth = new Auth(this, o.storage || defaultStorage());
+    /** The durable write queue (empty and unused without persistence). */
+    this.writes = new Writes(this, this._cache, storageName(o.persistence, o), o);
     this.db = new Db(this);
     this.realtime = new Realtime(this, o);
     this.push = new Push(this);
@@ -206,6 +210,7 @@ class Client extends Http {
   /** Closes the realtime connection and stops listening to storage. */
   close() {
     this.realtime.close();
+    this.writes.close();
     this.auth._detach();
   }
 
@@ -583,6 +588,16 @@ export function indexedDBAdapter(name) {
   };
 }
 
+/** Whether the process pid runs (Node). */
+function processAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return !!e && e.code === 'EPERM';
+  }
+}
+
 /** FNV-1a 32-bit of a string, as hex: the tail of long file names. */
 function fnv(s) {
   let h = 0x811c9dc5;
@@ -644,6 +659,49 @@ export function fileAdapter(dir) {
         if (!e || e.code !== 'ENOENT') throw e;
       }
     },
+    /**
+     * Runs fn holding an exclusive lock shared by every client of dir, in
+     * any process: a lock file created with O_EXCL, taken over when the
+     * process that holds it is gone.
+     */
+    async lock(name, fn, opts) {
+      const f = await fs();
+      const file = dir + sep + '%%lock.' + fnv(name);
+      const token = process.pid + '.' + Math.random().toString(36).slice(2);
+      const signal = opts && opts.signal;
+      const holderOf = async () => {
+        try {
+          return JSON.parse(await f.readFile(file, 'utf8'));
+        } catch (_) {
+          return null;
+        }
+      };
+      for (;;) {
+        if (signal && signal.aborted) throw new EdgebaseError({ code: 'aborted', message: 'the lock request was aborted' });
+        try {
+          await f.writeFile(file, JSON.stringify({ pid: process.pid, token }), { flag: 'wx' });
+          break;
+        } catch (e) {
+          if (!e || e.code !== 'EEXIST') throw e;
+        }
+        const holder = await holderOf();
+        if (holder && holder.pid !== process.pid && !processAlive(holder.pid)) {
+          const again = await holderOf();
+          if (again && again.token === holder.token) await f.unlink(file).catch(() => undefined);
+          continue;
+        }
+        await new Promise((resolve) => {
+          const t = setTimeout(resolve, 100);
+          if (t.unref) t.unref();
+        });
+      }
+      try {
+        return await fn();
+      } finally {
+        const cur = await holderOf();
+        if (cur && cur.token === token) await f.unlink(file).catch(() => undefined);
+      }
+    },
     async keys(prefix) {
       const f = await fs();
       const out = [];
@@ -671,12 +729,25 @@ export function fileAdapter(dir) {
 function adapterOf(p, o) {
   if (p == null || p === false || p === 'none') return null;
   if (p === 'memory') return memoryAdapter();
-  if (p === 'indexeddb') return indexedDBAdapter('edgebase:' + o.projectId + ':' + String(o.url || '').replace(/\/+$/, ''));
+  if (p === 'indexeddb') return indexedDBAdapter('edgebase:' + storageName(p, o));
   if (typeof p === 'string' && p.startsWith('file:')) return fileAdapter(p.slice(5));
   const a = p && typeof p === 'object' && p.adapter ? p.adapter : p;
   if (a && ['get', 'set', 'delete', 'keys'].every((k) => typeof a[k] === 'function')) return a;
   throw new EdgebaseError({ code: 'invalid_argument', field: 'persistence',
     message: 'persistence is "memory", "indexeddb", "file:<dir>" or an adapter {get, set, delete, keys}' });
+}
+
+/**
+ * The name shared by every client of the same storage: the IndexedDB
+ * database, the BroadcastChannel and the leader lock of the write queue.
+ * Memory is never shared.
+ */
+function storageName(p, o) {
+  const site = o.projectId + ':' + String(o.url || (typeof location !== 'undefined' ? location.origin : '')).replace(/\/+$/, '');
+  if (p === 'memory') return 'memory:' + Math.random().toString(36).slice(2);
+  if (typeof p === 'string' && p.startsWith('file:')) return 'file:' + p.slice(5).replace(/\/+$/, '');
+  if (p && typeof p === 'object' && typeof p.name === 'string' && p.name) return p.name;
+  return site;
 }
 
 /**
@@ -725,6 +796,9 @@ class Cache {
   /** Replaces the subscription's documents with a snapshot's (state first dropped: a crash midway leaves no cache). */
   saveSnapshot(key, documents, revision) {
     return this.write(async () => {
+      // Another tab of the same storage may have stored a newer state.
+      const st = await this.a.get('s:' + key);
+      if (st && typeof st.revision === 'number' && st.revision > revision) return;
       await this.a.delete('s:' + key);
       const pre = 'sd:' + key + '\u0000';
       const keep = new Set(documents.map((d) => pre + d.collection));
@@ -737,6 +811,8 @@ class Cache {
   /** Applies one change to the subscription's documents, then stores its state. */
   saveChange(key, m, state) {
     return this.write(async () => {
+      const st = await this.a.get('s:' + key);
+      if (st && typeof st.revision === 'number' && st.revision > m.revision) return;
       const k = 'sd:' + key + '\u0000' + m.collection;
       if (m.type === 'delete') {
         await this.a.delete(k);
@@ -750,9 +826,677 @@ class Cache {
     });
   }
 
-  saveState(key, state) { return this.write(() => this.a.set('s:' + key, state)); }
+  saveState(key, state) {
+    return this.write(async () => {
+      const st = await this.a.get('s:' + key);
+      if (st && typeof st.revision === 'number' && st.revision > state.revision) return;
+      await this.a.set('s:' + key, state);
+    });
+  }
+
+  /**
+   * The server's version of the document at path as last seen ("d:<path>"):
+   * a document, a tombstone {collection, deleted: true, revision} or null
+   * when the cache knows nothing of it.
+   */
+  async getDoc(path) {
+    await this._chain;
+    const d = await this.a.get('d:' + path);
+    return d && typeof d === 'object' ? d : null;
+  }
+
+  /**
+   * Stores the server's version of a document (or a tombstone), never
+   * replacing a newer revision unless force (a strong read's answer).
+   */
+  putDoc(doc, force = false) {
+    if (!doc || typeof doc.collection !== 'string') return Promise.resolve();
+    const k = 'd:' + doc.collection;
+    return this.write(async () => {
+      if (!force) {
+        const old = await this.a.get(k);
+        if (old && typeof old.revision === 'number' && typeof doc.revision === 'number' && old.revision > doc.revision) return;
+      }
+      await this.a.set(k, doc);
+    });
+  }
+
+  /** The adapter's keys under prefix once every queued write is stored. */
+  async keysAfterWrites(prefix) {
+    await this._chain;
+    return this.a.keys(prefix);
+  }
 
   dropSub(key) { return this.write(() => this.a.delete('s:' + key)); }
+}
+
+/** Deep equality of JSON values (key order ignored). */
+function jsonEqual(a, b) {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) return a.length === b.length && a.every((v, i) => jsonEqual(v, b[i]));
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && jsonEqual(a[k], b[k]));
+}
+
+const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+
+/** Whether a subscription on path (with prefix: everything below it) covers the document at p. */
+function covers(path, prefix, p) {
+  return p === path || (prefix && p.startsWith(path === '' ? '' : path + '/'));
+}
+
+/**
+ * The document a queued write w makes of doc (null: absent), as the local
+ * view shows it. revision stays the server's (the base of the view).
+ */
+function applyWrite(doc, w) {
+  if (w.op === 'delete') return null;
+  const base = doc ? { ...doc } : { collection: w.path, data: null, revision: null, createTime: null, updateTime: null };
+  if (w.op === 'set') {
+    base.data = clone(w.data);
+    return base;
+  }
+  const data = base.data && typeof base.data === 'object' && !Array.isArray(base.data) ? { ...base.data } : {};
+  if (w.op === 'update') {
+    const c = w.change || {};
+    const newKey = c.newKey == null ? c.oldKey : c.newKey;
+    if (c.oldKey !== newKey) delete data[c.oldKey];
+    data[newKey] = clone(c.value);
+  } else if (w.op === 'deleteField') {
+    delete data[w.field];
+  }
+  base.data = data;
+  return base;
+}
+
+/** Whether the server's document already is what the write makes (its outcome is known to be applied). */
+function writeShows(w, server) {
+  if (w.op === 'delete') return server == null;
+  if (server == null) return false;
+  const data = server.data;
+  if (w.op === 'set') return jsonEqual(data, w.data);
+  if (!data || typeof data !== 'object' || Array.isArray(data)) return false;
+  if (w.op === 'deleteField') return !Object.prototype.hasOwnProperty.call(data, w.field);
+  const c = w.change || {};
+  const newKey = c.newKey == null ? c.oldKey : c.newKey;
+  if (!Object.prototype.hasOwnProperty.call(data, newKey) || !jsonEqual(data[newKey], c.value)) return false;
+  return c.oldKey === newKey || !Object.prototype.hasOwnProperty.call(data, c.oldKey);
+}
+
+/** The promise answer of an acknowledged write, as Db's methods answer without persistence. */
+function answerOf(w, r) {
+  const out = withRevision(r);
+  if (w.op === 'set') out.created = r.status === 201;
+  return out;
+}
+
+/** A plain copy of a queued write for the application (no internals). */
+function publicWrite(w) {
+  const o = { id: w.id, op: w.op, path: w.path, ifMatch: w.ifMatch, createdAt: w.createdAt, state: w.state };
+  if (w.op === 'set') o.data = clone(w.data);
+  if (w.op === 'update') o.change = clone(w.change);
+  if (w.op === 'deleteField') o.field = w.field;
+  if (w.state === 'conflict') o.server = clone(w.server === undefined ? null : w.server);
+  return o;
+}
+
+/**
+ * The durable write queue of a client with persistence (issue 21). Each
+ * write is stored as "q:<id>" (ids sort in creation order across tabs),
+ * applied to the local view at once and replayed in order by one leader
+ * among the clients of the same storage. Other tabs learn of every change
+ * over a BroadcastChannel and reload the queue from storage.
+ */
+class Writes {
+  constructor(client, cache, name, o) {
+    this._c = client;
+    this._cache = cache;
+    this._name = name;
+    this._q = [];
+    this._cbs = { conflict: new Set(), acked: new Set(), rejected: new Set(), change: new Set() };
+    this._waiters = new Map();
+    this._settled = [];
+    this._tab = Math.random().toString(36).slice(2, 8);
+    this._seq = 0;
+    this._attempt = 0;
+    this._minBackoff = o.minBackoff == null ? 250 : o.minBackoff;
+    this._maxBackoff = o.maxBackoff == null ? 30000 : o.maxBackoff;
+    this._timer = null;
+    this._pumping = false;
+    this._again = false;
+    this._paused = false;
+    this._inflight = null;
+    this._closed = false;
+    this.leader = false;
+    this._loaded = cache ? this._reload() : Promise.resolve();
+    if (!cache) return;
+    if (typeof BroadcastChannel !== 'undefined') {
+      this._ch = new BroadcastChannel('edgebase:' + name);
+      if (this._ch.unref) this._ch.unref();
+      this._ch.onmessage = (e) => { this._heard(e.data).catch((err) => console.error('edgebase: write queue message failed', err)); };
+    }
+    if (typeof window !== 'undefined' && window.addEventListener) {
+      this._onOnline = () => this.replay();
+      window.addEventListener('online', this._onOnline);
+    }
+    this._offAuth = client.auth.onChange(() => {
+      this._paused = false;
+      this.replay();
+    });
+    this._elect();
+  }
+
+  // ------------------------------------------------------------ public
+
+  /** Every queued write, oldest first (conflicts included). */
+  async pending() {
+    await this._loaded;
+    return this._q.map(publicWrite);
+  }
+
+  /** The writes in conflict, each with retry and discard. */
+  async conflicts() {
+    await this._loaded;
+    return this._q.filter((w) => w.state === 'conflict').map((w) => this._conflictOf(w));
+  }
+
+  /** Calls cb on 'conflict', 'acked', 'rejected' or 'change'; returns an unsubscribe. */
+  on(type, cb) {
+    const set = this._cbs[type];
+    if (!set) throw new EdgebaseError({ code: 'invalid_argument', field: 'type', message: 'writes.on: type is conflict, acked, rejected or change' });
+    set.add(cb);
+    return () => { set.delete(cb); };
+  }
+
+  /** Resolves once nothing is left to send (the queue is empty or holds only conflicts). */
+  settled() {
+    return this._loaded.then(() => {
+      if (this._isSettled()) return undefined;
+      return new Promise((resolve) => { this._settled.push(resolve); });
+    });
+  }
+
+  /** Replays now, cutting a backoff short. */
+  replay() {
+    if (this._timer) {
+      clearTimeout(this._timer);
+      this._timer = null;
+    }
+    this._attempt = 0;
+    this._pump();
+  }
+
+  close() {
+    this._closed = true;
+    if (this._timer) clearTimeout(this._timer);
+    this._timer = null;
+    // A write in flight finishes (and is recorded) before another tab leads.
+    if (this._release && !this._pumping) this._release();
+    if (this._abort) this._abort.abort();
+    if (this._ch) this._ch.close();
+    if (this._onOnline) window.removeEventListener('online', this._onOnline);
+    if (this._offAuth) this._offAuth();
+    this.leader = false;
+  }
+
+  // ------------------------------------------------------------ the local view
+
+  /** The queued writes of path, in order. */
+  _of(path) { return this._q.filter((w) => w.path === path); }
+
+  /** The paths with queued writes. */
+  _paths() { return [...new Set(this._q.map((w) => w.path))]; }
+
+  /**
+   * The local view of path over the server's document (null: absent):
+   * the queued writes applied in order, marked pendingWrites.
+   */
+  view(path, server) {
+    const ws = this._of(path);
+    if (!ws.length) return server;
+    let d = server;
+    for (const w of ws) d = applyWrite(d, w);
+    return d ? { ...d, pendingWrites: true } : null;
+  }
+
+  /** Whether path has queued writes. */
+  touches(path) { return this._q.some((w) => w.path === path); }
+
+  // ------------------------------------------------------------ enqueue
+
+  /**
+   * Queues one write; resolves or rejects when the server decides. Writes
+   * are queued one after another, in the order they were made.
+   */
+  enqueue(op, path, fields, opts) {
+    let settle;
+    const done = new Promise((resolve, reject) => { settle = { resolve, reject }; });
+    this._enq = (this._enq || Promise.resolve()).then(() => this._enqueue(op, path, fields, opts, settle)).catch((e) => settle.reject(e));
+    return done;
+  }
+
+  async _enqueue(op, path, fields, opts, settle) {
+    await this._loaded;
+    const o = opts || {};
+    const known = await this._cache.getDoc(path);
+    const earlier = this._of(path);
+    let base = null;
+    if (earlier.length) base = earlier[earlier.length - 1].base;
+    else if (known) base = known.deleted ? 0 : known.revision;
+    let ifMatch = null;
+    if (o.ifMatch != null) ifMatch = Number(o.ifMatch);
+    else if (!o.blind) ifMatch = base;
+    const id = Date.now().toString(36).padStart(9, '0') + '-' + String(++this._seq).padStart(6, '0') + '-' + this._tab;
+    const w = { id, op, path, ...fields, ifMatch, base, createdAt: new Date().toISOString(), state: 'queued' };
+    this._waiters.set(id, settle);
+    this._q.push(w);
+    this._q.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    await this._cache.write(() => this._cache.a.set('q:' + id, w));
+    this._local(path);
+    this._changed({ t: 'queued', id });
+    this._pump();
+  }
+
+  // ------------------------------------------------------------ replay
+
+  _isSettled() { return this._q.every((w) => w.state === 'conflict'); }
+
+  /** The next write to send: the oldest not in conflict and not behind a conflict of its path. */
+  _next() {
+    const blocked = new Set();
+    for (const w of this._q) {
+      if (w.state === 'conflict') {
+        blocked.add(w.path);
+        continue;
+      }
+      if (!blocked.has(w.path)) return w;
+    }
+    return null;
+  }
+
+  async _pump() {
+    if (!this._cache || this._closed) return;
+    if (this._pumping) {
+      this._again = true;
+      return;
+    }
+    this._pumping = true;
+    try {
+      await this._loaded;
+      while (this.leader && !this._closed && !this._paused && !this._timer) {
+        const w = this._next();
+        if (!w) break;
+        this._inflight = w.id;
+        let wait;
+        try {
+          wait = await this._step(w);
+        } finally {
+          this._inflight = null;
+        }
+        if (wait != null) {
+          this._timer = setTimeout(() => {
+            this._timer = null;
+            this._pump();
+          }, wait);
+          if (this._timer.unref) this._timer.unref();
+          break;
+        }
+        this._attempt = 0;
+      }
+    } catch (e) {
+      console.error('edgebase: write queue replay failed', e);
+    } finally {
+      this._pumping = false;
+      if (this._closed && this._release) this._release();
+      if (this._again) {
+        this._again = false;
+        this._pump();
+      }
+    }
+    this._checkSettled();
+  }
+
+  _retryWait(e) {
+    if (e && e.retryAfter != null) return Math.min(e.retryAfter * 1000, this._maxBackoff);
+    return backoff(this._attempt++, this._minBackoff, this._maxBackoff);
+  }
+
+  /** The server's document at path (strong read), null when absent. */
+  async _readServer(path) {
+    try {
+      const r = await this._c.request('GET', '/api/db', { query: { collection: path }, safe: true, retries: 0 });
+      this._cache.putDoc(r.data);
+      return r.data;
+    } catch (e) {
+      if (e.status === 404 && e.code === 'not_found') {
+        this._cache.putDoc({ collection: path, deleted: true, revision: 0 });
+        return null;
+      }
+      throw e;
+    }
+  }
+
+  _request(w) {
+    const headers = w.ifMatch != null ? { 'If-Match': String(w.ifMatch) } : undefined;
+    const base = { headers, retries: 0 };
+    switch (w.op) {
+      case 'set':
+        return this._c.request('POST', '/api/db', { ...base, body: { collection: w.path, data: w.data } });
+      case 'update':
+        return this._c.request('PUT', '/api/db', { ...base, query: { collection: w.path }, body: w.change });
+      case 'deleteField':
+        return this._c.request('DELETE', '/api/db', { ...base, query: { collection: w.path, field: w.field } });
+      default:
+        return this._c.request('DELETE', '/api/db', { ...base, query: { collection: w.path } });
+    }
+  }
+
+  /** A transient failure: wait and try again. */
+  static _transient(e) {
+    return e.status === 0 || e.status === 429 || (e.status === 503 && e.code !== 'node_removed') || e.status >= 500;
+  }
+
+  /**
+   * Sends one write or settles its uncertain outcome. Answers null when it
+   * is decided (acknowledged, in conflict or refused) or a wait in ms
+   * before trying again.
+   */
+  async _step(w) {
+    if (w.state === 'uncertain' || w.state === 'sending') {
+      // It may have been applied: read first, never send it blindly again.
+      let server;
+      try {
+        server = await this._readServer(w.path);
+      } catch (e) {
+        if (e.status === 401) return this._pause();
+        if (Writes._transient(e)) return this._retryWait(e);
+        await this._reject(w, e);
+        return null;
+      }
+      if (writeShows(w, server)) {
+        const r = { status: 200, data: server || { deleted: true }, revision: server ? server.revision : null };
+        await this._ack(w, r, server);
+        return null;
+      }
+      const holds = server ? server.revision === w.ifMatch : w.ifMatch === 0;
+      if (w.ifMatch != null && !holds) {
+        await this._conflict(w, server);
+        return null;
+      }
+      w.state = 'queued';
+    }
+    w.state = 'sending';
+    await this._cache.write(() => this._cache.a.set('q:' + w.id, w));
+    let r;
+    try {
+      r = await this._request(w);
+    } catch (e) {
+      if (e.status === 412) {
+        let server;
+        try {
+          server = await this._readServer(w.path);
+        } catch (e2) {
+          w.state = 'queued';
+          await this._persist(w);
+          return this._retryWait(e2);
+        }
+        await this._conflict(w, server);
+        return null;
+      }
+      if (e.unknownOutcome || e.status === 0) {
+        w.state = 'uncertain';
+        await this._persist(w);
+        return this._retryWait(e);
+      }
+      w.state = 'queued';
+      await this._persist(w);
+      if (e.status === 401) return this._pause();
+      if (Writes._transient(e)) return this._retryWait(e);
+      await this._reject(w, e);
+      return null;
+    }
+    const doc = w.op === 'delete' ? null : r.data;
+    await this._ack(w, r, doc);
+    return null;
+  }
+
+  _pause() {
+    this._paused = true;
+    return null;
+  }
+
+  _persist(w) { return this._cache.write(() => this._cache.a.set('q:' + w.id, w)); }
+
+  _remove(w) {
+    this._q = this._q.filter((x) => x.id !== w.id);
+    return this._cache.write(() => this._cache.a.delete('q:' + w.id));
+  }
+
+  async _ack(w, r, doc) {
+    const rev = r.revision != null ? r.revision : doc && doc.revision;
+    this._cache.putDoc(doc || { collection: w.path, deleted: true, revision: rev || 0 });
+    // The later writes of the path were made on top of this one: rebase them.
+    const nb = w.op === 'delete' ? 0 : rev;
+    if (nb != null) {
+      for (const x of this._q) {
+        if (x === w || x.path !== w.path || x.state === 'conflict' || x.base !== w.base) continue;
+        if (x.ifMatch != null && x.ifMatch === x.base) x.ifMatch = nb;
+        x.base = nb;
+        await this._persist(x);
+      }
+    }
+    await this._remove(w);
+    const result = answerOf(w, r);
+    this._changed({ t: 'acked', id: w.id, write: publicWrite(w), result });
+    this._emit('acked', { write: publicWrite(w), result });
+    this._settle(w.id, (x) => x.resolve(result));
+  }
+
+  async _conflict(w, server) {
+    w.state = 'conflict';
+    w.server = server || null;
+    await this._persist(w);
+    const c = this._conflictOf(w);
+    this._changed({ t: 'conflict', id: w.id });
+    this._emit('conflict', c);
+    this._settle(w.id, (x) => x.reject(new EdgebaseError({
+      status: 412, code: 'precondition_failed', message: 'the document changed since the revision this write was based on', conflict: c,
+    })));
+  }
+
+  async _reject(w, e) {
+    await this._remove(w);
+    this._local(w.path);
+    const error = { status: e.status, code: e.code, message: e.message, field: e.field };
+    this._changed({ t: 'rejected', id: w.id, write: publicWrite(w), error });
+    this._emit('rejected', { write: publicWrite(w), error: e });
+    this._settle(w.id, (x) => x.reject(e));
+  }
+
+  _conflictOf(w) {
+    const local = this.view(w.path, w.server || null);
+    return {
+      id: w.id,
+      path: w.path,
+      write: publicWrite(w),
+      local: local ? clone(local) : null,
+      server: clone(w.server || null),
+      retry: (data) => this._resolve(w.id, data === undefined ? 'again' : 'replace', data),
+      discard: () => this._resolve(w.id, 'discard').then(() => undefined),
+    };
+  }
+
+  /** retry / discard of a conflict, in any tab. */
+  async _resolve(id, how, data) {
+    await this._reload();
+    const w = this._q.find((x) => x.id === id);
+    if (!w || w.state !== 'conflict') {
+      throw new EdgebaseError({ code: 'not_found', message: 'no conflict ' + id + ' in the write queue (already resolved?)' });
+    }
+    if (how === 'discard') {
+      await this._remove(w);
+      this._local(w.path);
+      this._changed({ t: 'discarded', id });
+      this._settle(id, (x) => x.reject(new EdgebaseError({ status: 412, code: 'precondition_failed', message: 'discarded' })));
+      this._checkSettled();
+      return undefined;
+    }
+    const server = w.server || null;
+    const nb = server ? server.revision : 0;
+    if (how === 'replace') {
+      if (data === null) {
+        w.op = 'delete';
+      } else {
+        w.op = 'set';
+        w.data = clone(data);
+      }
+      delete w.change;
+      delete w.field;
+    }
+    // Later writes of the path based on the same revision follow it onto the server's version.
+    for (const x of this._q) {
+      if (x === w || x.path !== w.path || x.base !== w.base) continue;
+      if (x.ifMatch != null && x.ifMatch === x.base) x.ifMatch = nb;
+      x.base = nb;
+      await this._persist(x);
+    }
+    w.ifMatch = nb;
+    w.base = nb;
+    w.state = 'queued';
+    delete w.server;
+    const done = new Promise((resolve, reject) => { this._waiters.set(id, { resolve, reject }); });
+    await this._persist(w);
+    this._local(w.path);
+    this._changed({ t: 'queued', id });
+    this._pump();
+    return done;
+  }
+
+  // ------------------------------------------------------------ tabs
+
+  _elect() {
+    const lockName = 'edgebase-writes:' + this._name;
+    const hold = () => new Promise((resolve) => {
+      this._release = resolve;
+      if (this._closed) {
+        resolve();
+        return;
+      }
+      this.leader = true;
+      this._reload().then(() => this._pump());
+    });
+    const locks = typeof navigator !== 'undefined' && navigator.locks && typeof navigator.locks.request === 'function' ? navigator.locks : null;
+    const a = this._cache.a;
+    this._abort = typeof AbortController !== 'undefined' ? new AbortController() : null;
+    const signal = this._abort ? this._abort.signal : undefined;
+    // ENOENT: the cache's directory was removed while waiting for the lock.
+    const swallow = (e) => { if (!this._closed && !(e && e.code === 'ENOENT')) console.error('edgebase: write queue leader election failed', e); };
+    if (locks) locks.request(lockName, { signal }, hold).catch(swallow);
+    else if (typeof a.lock === 'function') Promise.resolve(a.lock(lockName, hold, { signal })).catch(swallow);
+    else hold();
+  }
+
+  /** Tells the other tabs, and this tab's listeners, that the queue changed. */
+  _changed(msg) {
+    if (this._ch) {
+      try {
+        this._ch.postMessage(msg);
+      } catch (e) {
+        console.error('edgebase: write queue broadcast failed', e);
+      }
+    }
+    this._emit('change', { pending: this._q.length, conflicts: this._q.filter((w) => w.state === 'conflict').length });
+    this._checkSettled();
+  }
+
+  /** Another tab changed the queue: reload it and follow. */
+  async _heard(msg) {
+    if (!msg || typeof msg !== 'object' || this._closed) return;
+    const before = new Map(this._q.map((w) => [w.id, w.path]));
+    await this._reload();
+    const paths = new Set();
+    for (const [id, path] of before) if (!this._q.some((w) => w.id === id)) paths.add(path);
+    const w = this._q.find((x) => x.id === msg.id);
+    if (w) paths.add(w.path);
+    if (msg.write && msg.write.path) paths.add(msg.write.path);
+    switch (msg.t) {
+      case 'acked':
+        this._emit('acked', { write: msg.write, result: msg.result });
+        this._settle(msg.id, (x) => x.resolve(msg.result));
+        break;
+      case 'rejected': {
+        const e = new EdgebaseError(msg.error || {});
+        this._emit('rejected', { write: msg.write, error: e });
+        this._settle(msg.id, (x) => x.reject(e));
+        break;
+      }
+      case 'conflict':
+        if (w) {
+          const c = this._conflictOf(w);
+          this._emit('conflict', c);
+          this._settle(msg.id, (x) => x.reject(new EdgebaseError({ status: 412, code: 'precondition_failed', message: 'the document changed since the revision this write was based on', conflict: c })));
+        }
+        break;
+      case 'discarded':
+        this._settle(msg.id, (x) => x.reject(new EdgebaseError({ status: 412, code: 'precondition_failed', message: 'discarded' })));
+        break;
+      default:
+        break;
+    }
+    for (const p of paths) this._local(p);
+    this._emit('change', { pending: this._q.length, conflicts: this._q.filter((x) => x.state === 'conflict').length });
+    this._checkSettled();
+    if (this.leader) this._pump();
+  }
+
+  /** Reads the queue from storage; the write being sent keeps this tab's copy. */
+  async _reload() {
+    if (!this._cache) return;
+    const ks = await this._cache.keysAfterWrites('q:');
+    const mine = new Map(this._q.map((w) => [w.id, w]));
+    const q = [];
+    for (const k of ks) {
+      const stored = await this._cache.a.get(k);
+      if (!stored || typeof stored !== 'object' || !stored.id) continue;
+      const w = mine.get(stored.id);
+      if (w && (this._inflight === w.id)) q.push(w);
+      else if (w) q.push(Object.assign(w, stored));
+      else q.push(stored);
+    }
+    q.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    this._q = q;
+  }
+
+  // ------------------------------------------------------------ events
+
+  _emit(type, ev) {
+    for (const cb of [...this._cbs[type]]) emit(cb, ev);
+  }
+
+  _settle(id, f) {
+    const x = this._waiters.get(id);
+    if (!x) return;
+    this._waiters.delete(id);
+    f(x);
+  }
+
+  _checkSettled() {
+    if (!this._isSettled()) return;
+    const s = this._settled;
+    this._settled = [];
+    for (const f of s) f();
+  }
+
+  /** Shows path's local view to this tab's subscriptions. */
+  _local(path) {
+    this._cache.getDoc(path).then((server) => {
+      const d = server && !server.deleted ? server : null;
+      this._c.realtime._localChange(path, this.view(path, d));
+    }).catch((e) => console.error('edgebase: local view failed', e));
+  }
 }
 
 // ---------------------------------------------------------------- db
@@ -769,57 +1513,85 @@ class Db {
   }
 
   /**
-   * The document at path, or null when there is none. With persistence, a
-   * network failure (status 0) is answered from the cache when it holds the
-   * document, marked fromCache: true; otherwise the error is thrown.
+   * The document at path, or null when there is none. With persistence the
+   * answer is the local view (queued writes applied, pendingWrites: true);
+   * source 'cache' reads only the cache, 'server' never falls back to it,
+   * and the default answers from the cache (fromCache: true) when the
+   * network fails and the cache knows the document.
    */
   async get(path, opts) {
+    const o = opts || {};
     const cache = this._c._cache;
-    const key = 'd:' + path;
+    const w = this._c.writes;
+    const fromCache = async () => {
+      await w._loaded;
+      const d = await cache.getDoc(path);
+      const v = w.view(path, d && !d.deleted ? d : null);
+      return { known: !!d || w.touches(path), doc: v ? { ...v, fromCache: true } : null };
+    };
+    if (cache && o.source === 'cache') return (await fromCache()).doc;
     let doc;
     try {
-      doc = (await this._read({ collection: path }, opts)).data;
+      doc = (await this._read({ collection: path }, o)).data;
     } catch (e) {
       if (e.status === 404 && e.code === 'not_found') {
-        if (cache) cache.write(() => cache.a.delete(key));
-        return null;
+        if (!cache) return null;
+        cache.putDoc({ collection: path, deleted: true, revision: 0 }, true);
+        return w.view(path, null);
       }
-      if (cache && e.status === 0) {
-        const hit = await cache.read(key).catch(() => undefined);
-        if (hit && typeof hit === 'object') return { ...hit, fromCache: true };
+      if (cache && e.status === 0 && o.source !== 'server') {
+        const hit = await fromCache().catch(() => null);
+        if (hit && hit.known) return hit.doc;
       }
       throw e;
     }
-    if (cache && doc && typeof doc === 'object') cache.write(() => cache.a.set(key, doc));
-    return doc;
+    if (!cache || !doc || typeof doc !== 'object') return doc;
+    cache.putDoc(doc);
+    return w.view(path, doc);
   }
 
-  /** One page of the direct children of path: {documents, nextPageToken?}; offline from the cache as get. */
+  /**
+   * One page of the direct children of path: {documents, nextPageToken?};
+   * with persistence its documents are the local view, and source works as
+   * for get (a page the cache has never seen is not_cached).
+   */
   async list(path, opts) {
     const o = opts || {};
     const cache = this._c._cache;
+    const w = this._c.writes;
     const key = 'l:' + JSON.stringify([path, o.limit == null ? null : o.limit, o.pageToken == null ? null : o.pageToken]);
+    const overlay = (page, extra) => ({
+      ...page, ...extra, documents: (page.documents || []).map((d) => w.view(d.collection, d)).filter(Boolean),
+    });
+    const fromCache = async () => {
+      await w._loaded;
+      const hit = await cache.read(key);
+      return hit && typeof hit === 'object' ? overlay(hit, { fromCache: true }) : null;
+    };
+    if (cache && o.source === 'cache') {
+      const hit = await fromCache();
+      if (!hit) throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no such page of ' + path });
+      return hit;
+    }
     let page;
     try {
       page = (await this._read({ collection: path, list: 'true', limit: o.limit, pageToken: o.pageToken }, o)).data;
     } catch (e) {
-      if (cache && e.status === 0) {
-        const hit = await cache.read(key).catch(() => undefined);
-        if (hit && typeof hit === 'object') return { ...hit, fromCache: true };
+      if (cache && e.status === 0 && o.source !== 'server') {
+        const hit = await fromCache().catch(() => null);
+        if (hit) return hit;
       }
       throw e;
     }
-    if (cache && page && typeof page === 'object') {
-      cache.write(async () => {
-        await cache.a.set(key, page);
-        for (const d of page.documents || []) if (d && d.collection) await cache.a.set('d:' + d.collection, d);
-      });
-    }
-    return page;
+    if (!cache || !page || typeof page !== 'object') return page;
+    cache.write(() => cache.a.set(key, page));
+    for (const d of page.documents || []) if (d && d.collection) cache.putDoc(d);
+    return overlay(page);
   }
 
   /** Creates or replaces the document; `created` says which. */
   async set(path, data, opts) {
+    if (this._c._cache) return this._c.writes.enqueue('set', path, { data: clone(data) }, opts);
     const r = await this._c.request('POST', '/api/db', {
       body: { collection: path, data }, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
     });
@@ -831,6 +1603,7 @@ class Db {
     const c = change || {};
     const body = { oldKey: c.oldKey, newKey: c.newKey == null ? c.oldKey : c.newKey, value: c.value };
     if (c.type != null) body.type = c.type;
+    if (this._c._cache) return this._c.writes.enqueue('update', path, { change: clone(body) }, opts);
     const r = await this._c.request('PUT', '/api/db', {
       query: { collection: path }, body, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
     });
@@ -838,6 +1611,7 @@ class Db {
   }
 
   async deleteField(path, field, opts) {
+    if (this._c._cache) return this._c.writes.enqueue('deleteField', path, { field }, opts);
     const r = await this._c.request('DELETE', '/api/db', {
       query: { collection: path, field }, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
     });
@@ -845,6 +1619,7 @@ class Db {
   }
 
   async delete(path, opts) {
+    if (this._c._cache) return this._c.writes.enqueue('delete', path, {}, opts);
     const r = await this._c.request('DELETE', '/api/db', {
       query: { collection: path }, headers: ifMatchHeader(opts), safe: !!(opts && opts.ifMatch != null),
     });
@@ -1205,7 +1980,7 @@ class Realtime {
       cache.loadSub(sub.cacheKey).catch((e) => {
         console.error('edgebase: cache read failed', e);
         return null;
-      }).then((st) => {
+      }).then((st) => this._c.writes._loaded.then(() => st)).then((st) => {
         sub.loading = false;
         if (this._subs.get(sub.id) !== sub) return;
         if (st) {
@@ -1214,7 +1989,7 @@ class Realtime {
           sub.rev = st.revision;
           sub.open = !!st.open;
           sub.seen = new Set(Array.isArray(st.seen) ? st.seen : []);
-          emit(sub.onEvent, { type: 'snapshot', documents: st.documents, revision: st.revision, fromCache: true });
+          emit(sub.onEvent, { type: 'snapshot', documents: this._overlay(sub, st.documents), revision: st.revision, fromCache: true });
         }
         if (this._ready && this._subs.get(sub.id) === sub) this._sendSubscribe(sub);
       });
@@ -1445,6 +2220,8 @@ class Realtime {
         this._startPinger();
         this._setStatus({ state: 'ready', userId: m.userId, revision: m.revision });
         for (const sub of this._subs.values()) this._sendSubscribe(sub);
+        // Connected again: the network is back, replay the queued writes.
+        this._c.writes.replay();
         return;
       case 'pong':
       case 'unsubscribed':
@@ -1497,6 +2274,36 @@ class Realtime {
     this._send(msg);
   }
 
+  /**
+   * A subscription's documents as the local view shows them (persistence):
+   * queued writes applied, documents created or deleted only locally added
+   * or left out, in path order.
+   */
+  _overlay(sub, documents) {
+    const w = this._c.writes;
+    const paths = w._paths().filter((p) => covers(sub.path, sub.prefix, p));
+    if (!paths.length) return documents;
+    const byPath = new Map(documents.map((d) => [d.collection, d]));
+    for (const p of paths) {
+      const v = w.view(p, byPath.get(p) || null);
+      if (v) byPath.set(p, v);
+      else byPath.delete(p);
+    }
+    return [...byPath.values()].sort((x, y) => (x.collection < y.collection ? -1 : x.collection > y.collection ? 1 : 0));
+  }
+
+  /** A change of the local view of path (a queued write made, refused or dropped), shown to the subscriptions covering it. */
+  _localChange(path, view) {
+    for (const sub of this._subs.values()) {
+      if (sub.query || !sub.started || !covers(sub.path, sub.prefix, path)) continue;
+      emit(sub.onEvent, {
+        type: 'change', collection: path, revision: sub.rev, changeType: view ? 'set' : 'delete',
+        data: view ? clone(view.data) : null, updateTime: view ? view.updateTime || null : null,
+        pendingWrites: this._c.writes.touches(path),
+      });
+    }
+  }
+
   _handle(sub, m) {
     if (sub.query) {
       this._handleQuery(sub, m);
@@ -1514,8 +2321,11 @@ class Realtime {
         sub.open = false;
         sub.seen.clear();
         // The cache gets its own copy: the application may change the event's.
-        if (cache) cache.saveSnapshot(sub.cacheKey, JSON.parse(JSON.stringify(sub.pending)), m.revision);
-        emit(sub.onEvent, { type: 'snapshot', documents: sub.pending, revision: m.revision });
+        if (cache) {
+          cache.saveSnapshot(sub.cacheKey, JSON.parse(JSON.stringify(sub.pending)), m.revision);
+          for (const d of sub.pending) cache.putDoc(clone(d));
+        }
+        emit(sub.onEvent, { type: 'snapshot', documents: this._overlay(sub, sub.pending), revision: m.revision });
         sub.pending = [];
         return;
       case 'reset':
@@ -1544,11 +2354,24 @@ class Realtime {
           return; // already delivered before the reconnect
         }
         sub.seen.add(m.collection);
-        if (cache) cache.saveChange(sub.cacheKey, m, state());
-        emit(sub.onEvent, {
+        const ev = {
           type: 'change', collection: m.collection, revision: m.revision, changeType: m.type,
           data: m.data === undefined ? null : m.data, updateTime: m.updateTime || null,
-        });
+        };
+        if (cache) {
+          cache.saveChange(sub.cacheKey, m, state());
+          cache.putDoc(m.type === 'delete' ? { collection: m.collection, deleted: true, revision: m.revision }
+            : { collection: m.collection, data: clone(ev.data), revision: m.revision, updateTime: ev.updateTime });
+          const w = this._c.writes;
+          if (w.touches(m.collection)) {
+            // Queued writes still change it: the app sees the local view.
+            const v = w.view(m.collection, m.type === 'delete' ? null : { collection: m.collection, data: ev.data, revision: m.revision, updateTime: ev.updateTime });
+            ev.changeType = v ? 'set' : 'delete';
+            ev.data = v ? v.data : null;
+            ev.pendingWrites = true;
+          }
+        }
+        emit(sub.onEvent, ev);
         return;
       }
       case 'error':

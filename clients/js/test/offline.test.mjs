@@ -85,7 +85,11 @@ test('persistence option: a bad value is refused; a custom adapter is used', asy
   const doc = await c.db.get(`users/${user.id}/custom`);
   assert.equal(doc.fromCache, undefined, 'online answers carry no fromCache');
   await c.flush();
-  assert.deepEqual(seen, [`d:users/${user.id}/custom`]);
+  // The write went through the queue (q:<id>) into the document cache (d:<path>).
+  assert.ok(seen.includes(`d:users/${user.id}/custom`), seen.join(' '));
+  assert.ok(seen.some((k) => k.startsWith('q:')), seen.join(' '));
+  assert.deepEqual(await inner.keys('q:'), [], 'the acknowledged write left the queue');
+  assert.equal(doc.pendingWrites, undefined);
   // Without persistence nothing changes: flush resolves at once.
   await client().flush();
 });
@@ -224,7 +228,9 @@ test('offline reads: get and list answer from the cache with fromCache; uncached
     const l = await off.db.list(base);
     assert.equal(l.fromCache, true);
     assert.deepEqual(l.documents.map((d) => [d.collection, d.data]), page.documents.map((d) => [d.collection, d.data]));
-    await rejectsWith(off.db.get(base + '/none'), 0, 'network_error');
+    // none was read absent (404): the cache knows it is absent; never was never read.
+    assert.equal(await off.db.get(base + '/none'), null);
+    await rejectsWith(off.db.get(base + '/never'), 0, 'network_error');
     await rejectsWith(off.db.list(base, { limit: 1 }), 0, 'network_error');
 
     // A fetch that rejects, as a browser offline.
@@ -239,11 +245,15 @@ test('offline reads: get and list answer from the cache with fromCache; uncached
     const other = await newUser({ persistence: 'file:' + dir });
     await rejectsWith(other.c.db.get(base + '/a'), 403, 'forbidden');
 
-    // A document deleted online is dropped from the cache.
+    // A document deleted online is known absent in the cache (a tombstone), not served stale.
     await c.db.delete(base + '/a');
     assert.equal(await c.db.get(base + '/a'), null);
     await c.flush();
-    await rejectsWith(off.db.get(base + '/a'), 0, 'network_error');
+    assert.equal(await off.db.get(base + '/a'), null);
+    assert.equal(await off.db.get(base + '/a', { source: 'cache' }), null);
+    assert.deepEqual((await off.db.get(base + '/b', { source: 'cache' })).data, { v: 2 });
+    await rejectsWith(off.db.get(base + '/b', { source: 'server' }), 0, 'network_error');
+    for (const x of [c, off, cut, other.c]) x.close();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -288,6 +298,73 @@ test('the change log no longer reaches back: the cached subscription gets a rese
     w.close();
   } finally {
     await restartNode();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('write queue: offline writes show at once, land in order on reconnect; a stale base is a conflict resolved by retry or discard', async () => {
+  const dir = await tempDir();
+  let offline = false;
+  const fetchCut = (...a) => (offline ? Promise.reject(new TypeError('Failed to fetch')) : fetch(...a));
+  try {
+    const { c, user, email } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: fetchCut });
+    const w = await writerFor(email);
+    const base = `users/${user.id}/q`;
+    await w.db.set(base + '/a', { n: 1 });
+    await w.db.set(base + '/b', { n: 1 });
+    assert.equal((await c.db.get(base + '/a')).data.n, 1);
+    assert.equal((await c.db.get(base + '/b')).data.n, 1);
+    assert.equal(c.writes.leader, true);
+
+    offline = true;
+    const events = { acked: [], conflict: [] };
+    c.writes.on('acked', (e) => events.acked.push(e));
+    c.writes.on('conflict', (e) => events.conflict.push(e));
+    const pa1 = c.db.update(base + '/a', { oldKey: 'n', value: 2 });
+    const pa2 = c.db.update(base + '/a', { oldKey: 'm', value: 'x' });
+    const pb = c.db.set(base + '/b', { n: 5 });
+    const pcreate = c.db.set(base + '/new', { fresh: true });
+    pa1.catch(() => {}); pa2.catch(() => {}); pb.catch(() => {}); pcreate.catch(() => {});
+    await waitFor(async () => (await c.writes.pending()).length === 4, 5000, 'four queued');
+    const la = await c.db.get(base + '/a');
+    assert.equal(la.fromCache, true);
+    assert.equal(la.pendingWrites, true);
+    assert.deepEqual(la.data, { n: 2, m: 'x' });
+    const pend = await c.writes.pending();
+    assert.deepEqual(pend.map((x) => [x.op, x.path.slice(base.length), x.ifMatch !== null]), [
+      ['update', '/a', true], ['update', '/a', true], ['set', '/b', true], ['set', '/new', false],
+    ]);
+    // Someone else changes b meanwhile.
+    await w.db.set(base + '/b', { n: 100 });
+
+    offline = false;
+    c.writes.replay();
+    const r1 = await pa1;
+    const r2 = await pa2;
+    assert.ok(r2.revision > r1.revision);
+    assert.deepEqual(r2.data, { n: 2, m: 'x' });
+    const e = await pb.then(() => null, (x) => x);
+    assert.equal(e.code, 'precondition_failed');
+    assert.equal(e.conflict.server.data.n, 100);
+    assert.equal(e.conflict.local.data.n, 5);
+    assert.equal((await pcreate).created, true);
+    await c.writes.settled();
+    const cs = await c.writes.conflicts();
+    assert.equal(cs.length, 1);
+    assert.equal(events.conflict.length, 1);
+    assert.equal(events.acked.length, 3);
+    const merged = await cs[0].retry({ n: 105 });
+    assert.equal(merged.data.n, 105);
+    assert.deepEqual((await w.db.get(base + '/b')).data, { n: 105 });
+    assert.deepEqual(await c.writes.pending(), []);
+    for (const p of ['/a', '/b', '/new']) {
+      const server = await w.db.get(base + p);
+      const cached = await c.db.get(base + p, { source: 'cache' });
+      assert.deepEqual([cached.data, cached.revision], [server.data, server.revision], p);
+    }
+    c.close();
+    w.close();
+  } finally {
     await rm(dir, { recursive: true, force: true });
   }
 });
