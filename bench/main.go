@@ -380,6 +380,9 @@ type result struct {
 
 	// JS: the JavaScript SDK subscriber's ramps and heap (jssdk.go).
 	JS *jsResult `json:"js,omitempty"`
+
+	// JSCache: the JavaScript SDK's persistent cache costs (jscache.go).
+	JSCache *jscResult `json:"jsCache,omitempty"`
 }
 
 func (r *result) flagged() bool { return r.Errors > 0 || r.Failed != "" || r.timedOut() }

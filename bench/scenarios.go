@@ -240,6 +240,16 @@ var scenarios = []scenario{
 		Summary:    summarizeJS,
 	},
 	{
+		Name:       "JSC",
+		What:       "JavaScript SDK persistent cache: a subscription of --js-docs documents (~200 bytes of JSON each) on the leader, cached with the file adapter (bench/js/cachecost.mjs); a run fills a new cache, then each op is a fresh Node process timed from createClient to the cached snapshot (also: until resumed, bytes a document on disk, the memory adapter's heap and opens, and the server's snapshot without persistence)",
+		Clients:    func(*options) int { return 1 },
+		DefaultOps: 5,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Prepare:    prepareJSCache,
+		Run:        runJSCache,
+		Summary:    summarizeJSCache,
+	},
+	{
 		Name:    "Q1",
 		What:    "indexed query: --q1-docs orders {status (4 values), total, createdAt, owner} in orders, index [status, createdAt desc] declared (PUT /api/db/indexes) and ready; --clients clients POST /api/db/query status == one of the 4 (in turn), orderBy createdAt desc, limit 20, round-robin over all nodes, for --query-duration a run; each answer checked (20 documents of that status, newest first)",
 		Clients: func(o *options) int { return o.clients },
@@ -300,6 +310,7 @@ type env struct {
 	push *pushState // the push scenarios' setup (push.go)
 	slow *slowState // S2's runs (slowsub.go)
 	js   *jsState   // the JS scenario's Node subscriber (jssdk.go)
+	jsc  *jscState  // the JSC scenario's cache measurements (jscache.go)
 	q    *qState    // the query scenarios' seeded collections (query.go)
 	q3   *q3State   // Q3's live-query subscribers (query_live.go)
 	// q3FromSend: Q3's latencies from each write's sending, over the runs.
