@@ -1243,6 +1243,11 @@ class Writes {
           await this._persist(w);
           return this._retryWait(e2);
         }
+        if (writeShows(w, server)) {
+          // An earlier attempt of this write landed, or someone made the same change: nothing to resolve.
+          await this._ack(w, { status: 200, data: server || { deleted: true }, revision: server ? server.revision : null }, server);
+          return null;
+        }
         await this._conflict(w, server);
         return null;
       }
@@ -1289,6 +1294,7 @@ class Writes {
       }
     }
     await this._remove(w);
+    this._confirm(w.path, rev);
     const result = answerOf(w, r);
     this._changed({ t: 'acked', id: w.id, write: publicWrite(w), result });
     this._emit('acked', { write: publicWrite(w), result });
@@ -1424,6 +1430,10 @@ class Writes {
     if (msg.write && msg.write.path) paths.add(msg.write.path);
     switch (msg.t) {
       case 'acked':
+        if (msg.write) {
+          paths.delete(msg.write.path);
+          this._confirm(msg.write.path, msg.result && msg.result.revision);
+        }
         this._emit('acked', { write: msg.write, result: msg.result });
         this._settle(msg.id, (x) => x.resolve(msg.result));
         break;
@@ -1488,6 +1498,18 @@ class Writes {
     const s = this._settled;
     this._settled = [];
     for (const f of s) f();
+  }
+
+  /**
+   * A write of path was acknowledged at revision rev: subscriptions that
+   * already delivered that revision (with pendingWrites) see the local
+   * view again; the others get the server's change as usual.
+   */
+  _confirm(path, rev) {
+    this._cache.getDoc(path).then((server) => {
+      const d = server && !server.deleted ? server : null;
+      this._c.realtime._localChange(path, this.view(path, d), rev);
+    }).catch((e) => console.error('edgebase: local view failed', e));
   }
 
   /** Shows path's local view to this tab's subscriptions. */
@@ -2293,13 +2315,14 @@ class Realtime {
   }
 
   /** A change of the local view of path (a queued write made, refused or dropped), shown to the subscriptions covering it. */
-  _localChange(path, view) {
+  _localChange(path, view, confirmed) {
     for (const sub of this._subs.values()) {
       if (sub.query || !sub.started || !covers(sub.path, sub.prefix, path)) continue;
+      if (confirmed != null && sub.rev < confirmed) continue; // the server's change is still to come
       emit(sub.onEvent, {
         type: 'change', collection: path, revision: sub.rev, changeType: view ? 'set' : 'delete',
         data: view ? clone(view.data) : null, updateTime: view ? view.updateTime || null : null,
-        pendingWrites: this._c.writes.touches(path),
+        pendingWrites: this._c.writes.touches(path), local: true,
       });
     }
   }
