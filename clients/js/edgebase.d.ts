@@ -30,9 +30,10 @@ export interface CacheAdapter {
   /**
    * Optional: runs fn while holding an exclusive lock named name across every client of
    * the same storage (other tabs or processes); resolves when fn's promise settles. The
-   * write queue elects its leader with it when navigator.locks is absent.
+   * write queue elects its leader with it when navigator.locks is absent; opts.signal
+   * aborts a wait for the lock (the client closed).
    */
-  lock?(name: string, fn: () => Promise<unknown>): Promise<unknown>;
+  lock?(name: string, fn: () => Promise<unknown>, opts?: { signal?: AbortSignal }): Promise<unknown>;
 }
 
 /**
@@ -40,7 +41,11 @@ export interface CacheAdapter {
  * 'indexeddb' is one database per project and URL (browsers); 'file:<dir>' one file per
  * key in dir (Node); 'memory' lasts as long as the page or process.
  */
-export type Persistence = 'memory' | 'indexeddb' | `file:${string}` | CacheAdapter | { adapter: CacheAdapter };
+export type Persistence = 'memory' | 'indexeddb' | `file:${string}` | CacheAdapter | {
+  adapter: CacheAdapter;
+  /** Names the storage for the tabs' leader lock and channel (default "<projectId>:<url>"): clients of one storage share it. */
+  name?: string;
+};
 
 /** The members of a WebSocket the SDK uses (the WHATWG one, or a compatible one). */
 export interface WebSocketLike {
@@ -69,7 +74,7 @@ export interface ClientOptions {
   maxRetryWait?: number;
   /** Per-request timeout in ms (default 30000; 0: none). */
   timeout?: number;
-  /** Backoff bounds in ms of realtime reconnects and of the write queue's retries (defaults 100 and 5000). */
+  /** Backoff bounds in ms of realtime reconnects (defaults 100 and 5000) and of the write queue's retries (defaults 250 and 30000). */
   minBackoff?: number;
   maxBackoff?: number;
   /** Realtime ping interval in ms (default 20000; 0: no pings). */
@@ -443,10 +448,8 @@ export interface ListPage<T = JSONObject> {
   documents: Document<T>[];
   /** Present while more children follow; a page may be empty and still have one. */
   nextPageToken?: string;
-  /** The page came from the persistent cache (offline, or source: 'cache'). */
+  /** The page came from the persistent cache (offline, or source: 'cache'); its documents show the local view. */
   fromCache?: boolean;
-  /** At least one document of the page has queued writes. */
-  pendingWrites?: boolean;
 }
 
 export type FieldType = 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array' | 'null' | 'timestamp';
@@ -612,8 +615,6 @@ export interface SnapshotEvent<T = JSONObject> {
    * then resumes (the missed changes, then 'resumed') or resets (a fresh snapshot).
    */
   fromCache?: boolean;
-  /** At least one document has queued writes (each such document is marked too). */
-  pendingWrites?: boolean;
 }
 
 export interface ChangeEvent<T = JSONObject> {
@@ -626,13 +627,13 @@ export interface ChangeEvent<T = JSONObject> {
   data: T | null;
   /** Null for a local change. */
   updateTime: string | null;
-  /**
-   * A local change (a queued write, or one rolled back) or a server change with queued
-   * writes still on the document: data is the local view.
-   */
+  /** Queued writes still touch the document: data is the local view, not yet the server's. */
   pendingWrites?: boolean;
-  /** Replayed from the persistent cache. */
-  fromCache?: boolean;
+  /**
+   * A change of the local view, not of the server: a queued write made, acknowledged after
+   * the subscription already passed its revision, refused or discarded.
+   */
+  local?: boolean;
 }
 
 /** The change log no longer reaches back (or access changed): a fresh snapshot follows. */

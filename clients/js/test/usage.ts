@@ -342,8 +342,11 @@ export async function offline(): Promise<void> {
     set: async (k, v) => { kv.set(k, JSON.parse(JSON.stringify(v))); },
     delete: async (k) => { kv.delete(k); },
     keys: async (prefix) => [...kv.keys()].filter((k) => k.startsWith(prefix)).sort(),
-    lock: (name, fn) => {
-      const run = held.then(fn);
+    lock: (name, fn, opts) => {
+      const run = held.then(() => {
+        if (opts?.signal?.aborted) throw new Error('aborted');
+        return fn();
+      });
       held = run.catch(() => undefined);
       void name;
       return run;
@@ -353,6 +356,8 @@ export async function offline(): Promise<void> {
   const stored: JSONValue | undefined = await noLock.get('d:notes/1');
   const c = createClient({ url: 'http://localhost:8080', projectId: 'p', persistence: { adapter: mine }, minBackoff: 50, maxBackoff: 1000 });
   const f = createClient({ projectId: 'p', persistence: 'file:./cache' });
+  const named = createClient({ projectId: 'p', persistence: { adapter: noLock, name: 'shared' } });
+  named.close();
   f.close();
 
   // Reads: the source option, fromCache and pendingWrites.
@@ -363,7 +368,7 @@ export async function offline(): Promise<void> {
   await c.db.get('notes/1', { source: 'default' });
   const page = await c.db.list<Note>('notes', { source: 'cache', limit: 20 });
   const pageFromCache: boolean | undefined = page.fromCache;
-  const pagePending: boolean | undefined = page.pendingWrites;
+  const pagePending: boolean | undefined = page.documents[0]?.pendingWrites;
 
   // Writes: queued with a base, blind, or with an explicit ifMatch.
   const set = await c.db.set<Note>('notes/1', { title: 't', done: false });
@@ -436,14 +441,13 @@ export async function offline(): Promise<void> {
   const sub = c.realtime.subscribe<Note>('notes', { prefix: true }, (ev) => {
     if (ev.type === 'snapshot') {
       const fc: boolean | undefined = ev.fromCache;
-      const pw: boolean | undefined = ev.pendingWrites;
-      const local: boolean | undefined = ev.documents[0]?.pendingWrites;
-      void [fc, pw, local];
+      const pw: boolean | undefined = ev.documents[0]?.pendingWrites;
+      void [fc, pw];
     } else if (ev.type === 'change') {
       const pw: boolean | undefined = ev.pendingWrites;
-      const fc: boolean | undefined = ev.fromCache;
+      const local: boolean | undefined = ev.local;
       const at: string | null = ev.updateTime;
-      void [pw, fc, at];
+      void [pw, local, at];
     }
   });
   sub.unsubscribe();
