@@ -328,14 +328,16 @@ test('50 offline edits, 5 changed meanwhile by someone else: 45 acked, 5 conflic
       assert.equal(c.write.path, c.path);
       assert.deepEqual(c.server.data, { n: i, v: 0, w: 1 });
       assert.equal(c.server.revision, theirs[i].revision);
-      assert.deepEqual(c.local.data, mine(i));
+      // local: the local view now, i.e. the write applied to their version.
+      assert.deepEqual(c.local.data, i % 2 === 0 ? mine(i) : { n: i, v: 1, w: 1 });
       assert.deepEqual(c.write.server.data, { n: i, v: 0, w: 1 });
     }
     assert.deepEqual(ev.conflict.map((c) => c.path), hit.map(path));
     // A conflict stays in the queue; its path still shows the local version.
     assert.equal((await a.writes.pending()).length, 5);
     const local3 = await a.db.get(path(3), { source: 'cache' });
-    assert.deepEqual(local3.data, mine(3));
+    assert.deepEqual(local3.data, { n: 3, v: 1, w: 1 });
+    assert.equal(local3.revision, theirs[3].revision);
     assert.equal(local3.pendingWrites, true);
     // The server holds the 45 edits and their 5 changes.
     const mid = await serverState(w, base);
@@ -984,15 +986,87 @@ test('sources: server never uses the cache, cache makes no request; pendingWrite
     a.writes.replay();
     await within(a.writes.settled(), 15000, 'settled');
     await r.until((ev) => ev.filter((e) => e.type === 'change').length >= 6, 10000, 'the server changes');
-    const server = r.changes().slice(3);
-    assert.deepEqual(server.map((e) => [e.collection, e.changeType, !!e.pendingWrites]), [[pa, 'set', false], [pb, 'delete', false], [pc, 'set', false]]);
+    // The first event of each path after the local ones is the server's change.
+    const server = [pa, pb, pc].map((p) => r.changes().slice(3).find((e) => e.collection === p));
+    assert.deepEqual(server.map((e) => [e.collection, e.changeType, e.data, !!e.pendingWrites]), [[pa, 'set', { n: 10 }, false], [pb, 'delete', null, false], [pc, 'set', { n: 3 }, false]]);
     assert.ok(server.every((e) => e.revision > snapRev));
-    assert.deepEqual(server.map((e) => e.data), [{ n: 10 }, null, { n: 3 }]);
     const online = await a.db.get(pa, { source: 'server' });
     assert.equal(online.fromCache, undefined);
     assert.ok(!online.pendingWrites);
     assert.deepEqual(online.data, { n: 10 });
     await assertCacheIsServer(a, w, [pa, pb, pc]);
+  } finally {
+    await s.done();
+  }
+});
+
+test('a process holding the queue dies: its lock and its queued write are taken over by another process', async () => {
+  const s = await setup('crash');
+  let child;
+  try {
+    const { w, base } = s;
+    // The other process's client is the leader; ours waits.
+    const dir2 = await tempDir();
+    const sdk = new URL('../edgebase.js', import.meta.url).href;
+    const code = `
+      import { createClient } from ${JSON.stringify(sdk)};
+      const c = createClient({ url: 'http://127.0.0.1:1', projectId: ${JSON.stringify(env.projectId)}, apiKey: 'k', retries: 0,
+        minBackoff: 50, maxBackoff: 200, persistence: ${JSON.stringify('file:' + dir2)} });
+      c.db.set(${JSON.stringify(base + '/orphan')}, { from: 'child' }).catch(() => {});
+      setInterval(async () => {
+        if (c.writes.leader && (await c.writes.pending()).length === 1) console.log('ready');
+      }, 50);`;
+    const { spawn } = await import('node:child_process');
+    child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    await waitFor(() => out.includes('ready'), 15000, 'the child leads with a queued write');
+
+    const net = network();
+    const b = persisted(dir2, s.storage, net);
+    const ev = writeEvents(b);
+    assert.deepEqual((await b.writes.pending()).map((x) => x.path), [base + '/orphan']);
+    assert.equal(b.writes.leader, false, 'the live child holds the lock');
+    child.kill('SIGKILL');
+    await exited;
+    child = null;
+    await waitFor(() => b.writes.leader, 10000, 'the lock taken over');
+    await waitFor(() => ev.acked.length === 1, 15000, 'the orphan write acked');
+    assert.deepEqual(dataOf(await w.db.get(base + '/orphan')), { from: 'child' });
+    assert.equal(net.writesTo(base + '/orphan').length, 1);
+    await within(b.flush(), 5000, 'flush');
+    b.close();
+    await rm(dir2, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }).catch(() => {});
+  } finally {
+    if (child) child.kill('SIGKILL');
+    await s.done();
+  }
+});
+
+test('a 401 pauses the queue without dropping anything; signing in resumes it', async () => {
+  const s = await setup('unauth');
+  try {
+    const { w, base, email } = s;
+    const dir = await tempDir();
+    const storage = sessionStorage();
+    storage.setItem('edgebase.session.' + env.projectId, JSON.stringify({ token: 'not-a-token', user: null }));
+    const net = network();
+    const c = persisted(dir, storage, net);
+    const ev = writeEvents(c);
+    const t = track(c.db.set(base + '/after-login', { v: 1 }));
+    await waitFor(() => net.log.some((e) => e.collection === base + '/after-login' && e.status === 401), 10000, 'the 401');
+    const q = await c.writes.pending();
+    assert.equal(q.length, 1);
+    assert.equal(t.state, 'pending');
+    assert.deepEqual(ev.rejected, []);
+    await c.auth.login(email, PASSWORD);
+    await waitFor(() => t.state !== 'pending', 10000, 'the write after signing in');
+    assert.equal(t.state, 'resolved', String(t.error));
+    assert.deepEqual(dataOf(await w.db.get(base + '/after-login')), { v: 1 });
+    await within(c.flush(), 5000, 'flush');
+    c.close();
+    await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }).catch(() => {});
   } finally {
     await s.done();
   }
