@@ -67,6 +67,8 @@ type jscRun struct {
 	Opens  []jscOpen `json:"opens"`
 	Memory jscMemory `json:"memory"`
 	ColdMs float64   `json:"coldSnapshotMs"`
+	// Browser: the IndexedDB cache in Chromium (nil without a Chromium).
+	Browser *jscBrowser `json:"browser,omitempty"`
 }
 
 // jscResult is the JSON's "jsCache".
@@ -84,6 +86,11 @@ type jscResult struct {
 	MemoryLiveP50Ms   float64  `json:"memoryLiveP50Ms"`
 	MemoryBytesPerDoc float64  `json:"memoryHeapBytesPerDoc"`
 	ColdSnapshotP50Ms float64  `json:"coldSnapshotP50Ms"`
+	IDBOpenP50Ms      float64  `json:"indexedDbOpenP50Ms,omitempty"`
+	IDBLiveP50Ms      float64  `json:"indexedDbLiveP50Ms,omitempty"`
+	IDBFillFlushMs    float64  `json:"indexedDbFillFlushP50Ms,omitempty"`
+	IDBDiskPerDoc     float64  `json:"indexedDbDirBytesPerDoc,omitempty"`
+	IDBUsagePerDoc    float64  `json:"indexedDbEstimateBytesPerDoc,omitempty"`
 	Runs              []jscRun `json:"runs"`
 	NodeVersion       string   `json:"nodeVersion"`
 	Script            string   `json:"script"`
@@ -204,6 +211,14 @@ func runJSCache(ctx context.Context, e *env, s *scenario, ops int) (runResult, *
 		fail("cold", err)
 	}
 	run.ColdMs = cold.SnapshotMs
+	if bin := chromium(); bin != "" {
+		b, err := runJSCacheBrowser(ctx, e, bin, ops)
+		if err != nil {
+			fail("chromium", err)
+		} else {
+			run.Browser = &b
+		}
+	}
 	js.runs = append(js.runs, run)
 	rr.WallSeconds = time.Since(start).Seconds()
 	if rr.WallSeconds > 0 {
@@ -222,6 +237,7 @@ func summarizeJSCache(e *env, s *scenario, r *result) {
 	doc, _ := json.Marshal(jscDoc(e, 1234))
 	res := &jscResult{Docs: e.o.jsDocs, DocJSONBytes: len(doc), Runs: runs, Script: "bench/js/cachecost.mjs"}
 	var open, live, memOpen, memLive, fillSnap, flush, perDoc, alloc, files, heap, cold []float64
+	var idbOpen, idbLive, idbFlush, idbDisk, idbUsage []float64
 	for _, run := range runs {
 		for _, o := range run.Opens {
 			open, live = append(open, o.OpenMs), append(live, o.LiveMs)
@@ -237,6 +253,12 @@ func summarizeJSCache(e *env, s *scenario, r *result) {
 			heap = append(heap, float64(run.Memory.HeapBytes)/d)
 		}
 		cold = append(cold, run.ColdMs)
+		if b := run.Browser; b != nil && b.Docs > 0 {
+			idbOpen, idbLive = append(idbOpen, b.OpenMs...), append(idbLive, b.LiveMs...)
+			idbFlush = append(idbFlush, b.FlushMs)
+			idbDisk = append(idbDisk, float64(b.DiskBytes)/float64(b.Docs))
+			idbUsage = append(idbUsage, float64(b.UsageBytes)/float64(b.Docs))
+		}
 	}
 	res.FileOpenP50Ms, res.FileLiveP50Ms = round(median(open), 0), round(median(live), 0)
 	res.MemoryOpenP50Ms, res.MemoryLiveP50Ms = round(median(memOpen), 0), round(median(memLive), 0)
@@ -246,10 +268,18 @@ func summarizeJSCache(e *env, s *scenario, r *result) {
 	if out, err := exec.Command("node", "--version").Output(); err == nil {
 		res.NodeVersion = strings.TrimSpace(string(out))
 	}
+	res.IDBOpenP50Ms, res.IDBLiveP50Ms, res.IDBFillFlushMs = round(median(idbOpen), 0), round(median(idbLive), 0), round(median(idbFlush), 0)
+	res.IDBDiskPerDoc, res.IDBUsagePerDoc = round(median(idbDisk), 0), round(median(idbUsage), 0)
 	r.JSCache = res
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("%d documents of %d bytes (JSON data); file adapter: open (createClient to the cached snapshot) p50 %.0f ms, live again (resumed) p50 %.0f ms, %.0f bytes a document on disk (%.0f allocated, %.2f files a document); filling: server snapshot %.0f ms, then %.0f ms until stored",
 			res.Docs, res.DocJSONBytes, res.FileOpenP50Ms, res.FileLiveP50Ms, res.FileBytesPerDoc, res.FileAllocPerDoc, res.FilesPerDoc, res.FillSnapshotMs, res.FillFlushMs),
 		fmt.Sprintf("memory adapter: %.0f bytes of heap a document, a new client on it: cached snapshot p50 %.0f ms, resumed p50 %.0f ms; without persistence the server's snapshot takes p50 %.0f ms",
 			res.MemoryBytesPerDoc, res.MemoryOpenP50Ms, res.MemoryLiveP50Ms, res.ColdSnapshotP50Ms))
+	if len(idbOpen) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("Chromium, IndexedDB: open (a new page load, createClient to the cached snapshot) p50 %.0f ms, resumed p50 %.0f ms; filling stored in %.0f ms; %.0f bytes a document in the profile's IndexedDB directory, %.0f by navigator.storage.estimate()",
+			res.IDBOpenP50Ms, res.IDBLiveP50Ms, res.IDBFillFlushMs, res.IDBDiskPerDoc, res.IDBUsagePerDoc))
+	} else {
+		r.Notes = append(r.Notes, "Chromium, IndexedDB: not measured (no chromium on PATH, or it failed: see the errors)")
+	}
 }
