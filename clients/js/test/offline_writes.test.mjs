@@ -985,10 +985,12 @@ test('sources: server never uses the cache, cache makes no request; pendingWrite
     net.online();
     a.writes.replay();
     await within(a.writes.settled(), 15000, 'settled');
-    await r.until((ev) => ev.filter((e) => e.type === 'change').length >= 6, 10000, 'the server changes');
-    // The first event of each path after the local ones is the server's change.
-    const server = [pa, pb, pc].map((p) => r.changes().slice(3).find((e) => e.collection === p));
-    assert.deepEqual(server.map((e) => [e.collection, e.changeType, e.data, !!e.pendingWrites]), [[pa, 'set', { n: 10 }, false], [pb, 'delete', null, false], [pc, 'set', { n: 3 }, false]]);
+    // The server's change of each path (marked pendingWrites when it came before the answer of its
+    // write; then the acknowledgement shows the local view again): the last event of each path has none.
+    const lastOf = (p) => r.changes().slice(3).filter((e) => e.collection === p).pop();
+    await r.until(() => [pa, pb, pc].every((p) => lastOf(p) && !lastOf(p).pendingWrites), 10000, 'the server changes');
+    const server = [pa, pb, pc].map(lastOf);
+    assert.deepEqual(server.map((e) => [e.collection, e.changeType, e.data]), [[pa, 'set', { n: 10 }], [pb, 'delete', null], [pc, 'set', { n: 3 }]]);
     assert.ok(server.every((e) => e.revision > snapRev));
     const online = await a.db.get(pa, { source: 'server' });
     assert.equal(online.fromCache, undefined);
@@ -1013,15 +1015,20 @@ test('a process holding the queue dies: its lock and its queued write are taken 
       const c = createClient({ url: 'http://127.0.0.1:1', projectId: ${JSON.stringify(env.projectId)}, apiKey: 'k', retries: 0,
         minBackoff: 50, maxBackoff: 200, persistence: ${JSON.stringify('file:' + dir2)} });
       c.db.set(${JSON.stringify(base + '/orphan')}, { from: 'child' }).catch(() => {});
+      let n = 0;
       setInterval(async () => {
-        if (c.writes.leader && (await c.writes.pending()).length === 1) console.log('ready');
+        const q = await c.writes.pending();
+        if (c.writes.leader && q.length === 1) console.log('ready');
+        else if (n++ % 20 === 0) console.log('leader', c.writes.leader, 'pending', q.length);
       }, 50);`;
     const { spawn } = await import('node:child_process');
     child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = new Promise((resolve) => child.on('exit', resolve));
     let out = '';
     child.stdout.on('data', (d) => { out += d; });
-    await waitFor(() => out.includes('ready'), 15000, 'the child leads with a queued write');
+    await waitFor(() => out.includes('ready'), 15000, 'the child leads with a queued write').catch((e) => {
+      throw new Error(e.message + '; the child said: ' + out);
+    });
 
     const net = network();
     const b = persisted(dir2, s.storage, net);
