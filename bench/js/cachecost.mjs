@@ -79,6 +79,9 @@ async function du(dir) {
   let bytes = 0;
   let allocated = 0;
   for (const ent of await readdir(dir, { withFileTypes: true })) {
+    // "%%": the file adapter's temporary and lock files, not the cache (a
+    // closed client may still be removing its lock file).
+    if (ent.name.startsWith('%%')) continue;
     const p = join(dir, ent.name);
     if (ent.isDirectory()) {
       const d = await du(p);
