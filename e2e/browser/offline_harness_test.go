@@ -555,15 +555,15 @@ func (w *changeWatch) summaryLocked() string {
 	return strings.Join(parts, " ")
 }
 
-// last is the data of the last change of path the watch saw.
-func (w *changeWatch) last(path string) json.RawMessage {
+// datas is the data of each change of path the watch saw, in order.
+func (w *changeWatch) datas(path string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	evs := w.changes[path]
-	if len(evs) == 0 {
-		return nil
+	var out []string
+	for _, ev := range w.changes[path] {
+		out = append(out, string(ev.Data))
 	}
-	return evs[len(evs)-1].Data
+	return out
 }
 
 // sameJSON compares two JSON-able values by their JSON.

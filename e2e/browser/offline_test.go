@@ -535,8 +535,10 @@ func restartMidQueue(t *testing.T, e *offlineEnv) {
 
 	// Exactly once each: k0 twice (e0 then e2), fresh twice, the others once.
 	watch.waitCounts(t, e, k("barrier"), map[string]int{k("k0"): 2, k("k1"): 1, k("k2"): 1, k("k3"): 1, k("k4"): 1, k("fresh"): 2})
-	if got := string(watch.last(k("k0"))); got != `{"v":"e2"}` {
-		t.Fatalf("the last change of k0 is %s, want e2 (after e0)", got)
+	for pth, want := range map[string][]string{k("k0"): {`{"v":"e0"}`, `{"v":"e2"}`}, k("fresh"): {`{"v":"e3"}`, `{"v":"e7"}`}} {
+		if got := watch.datas(pth); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("the changes of %s: %v, want %v (in the order the app made them)", pth, got, want)
+		}
 	}
 	want := map[string]map[string]any{k("k0"): {"v": "e2"}, k("k1"): {"v": "e1"}, k("k2"): nil, k("k3"): {}, k("k4"): {"v": "e6"}, k("fresh"): {"v": "e7"}}
 	var paths []string
