@@ -300,6 +300,7 @@ test('50 offline edits, 5 changed meanwhile by someone else: 45 acked, 5 conflic
     net.online();
     a.writes.replay();
     await within(a.writes.settled(), 30000, 'settled after going online');
+    assert.deepEqual(ev.change[ev.change.length - 1], { pending: 5, conflicts: 5 });
     assert.equal(ev.acked.length, 45, `acked ${ev.acked.length}`);
     assert.equal(ev.conflict.length, 5, `conflicts ${ev.conflict.length}`);
     assert.deepEqual(ev.acked.map((x) => x.write.path).sort(), all.filter((_, i) => !hit.includes(i)));
@@ -357,6 +358,7 @@ test('50 offline edits, 5 changed meanwhile by someone else: 45 acked, 5 conflic
     await within(a.writes.settled(), 10000, 'settled after resolving');
     assert.deepEqual(await a.writes.pending(), []);
     assert.deepEqual(await a.writes.conflicts(), []);
+    assert.deepEqual(ev.change[ev.change.length - 1], { pending: 0, conflicts: 0 });
 
     const want = {};
     for (let i = 0; i < 50; i++) if (i !== 44) want[path(i)] = mine(i);
@@ -1071,6 +1073,33 @@ test('a 401 pauses the queue without dropping anything; signing in resumes it', 
     await waitFor(() => t.state !== 'pending', 10000, 'the write after signing in');
     assert.equal(t.state, 'resolved', String(t.error));
     assert.deepEqual(dataOf(await w.db.get(base + '/after-login')), { v: 1 });
+    await within(c.flush(), 5000, 'flush');
+    c.close();
+    await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }).catch(() => {});
+  } finally {
+    await s.done();
+  }
+});
+
+test('a realtime connection coming back replays the queue at once, cutting the backoff short', async () => {
+  const s = await setup('reconnect');
+  try {
+    const { w, base, email } = s;
+    const dir = await tempDir();
+    const net = network();
+    // A backoff of at least 15 s: only the reconnect can send the write within the test's 10 s.
+    const c = persisted(dir, s.storage, net, { minBackoff: 30000, maxBackoff: 60000 });
+    net.offline();
+    const t = track(c.db.set(base + '/r', { v: 1 }));
+    await waitFor(() => net.log.some((e) => e.outcome === 'offline' && e.collection === base + '/r'), 10000, 'the first attempt');
+    net.online();
+    assert.equal(c.realtime.status.state, 'idle');
+    const r = record(c, base, { prefix: true });
+    await waitFor(() => t.state !== 'pending', 10000, 'the write after the connection came back');
+    assert.equal(t.state, 'resolved', String(t.error));
+    assert.deepEqual(dataOf(await w.db.get(base + '/r')), { v: 1 });
+    assert.ok(r.events.length >= 1);
+    assert.ok(email);
     await within(c.flush(), 5000, 'flush');
     c.close();
     await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }).catch(() => {});
