@@ -298,7 +298,10 @@ func (b *profileBrowser) close() {
 
 // setOffline turns the tab's network off or on with DevTools network
 // emulation: every request of the tab fails (navigator.onLine follows, with
-// the offline and online events).
+// the offline and online events). Network.emulateNetworkConditions is
+// deprecated and gone from cdproto; its successor, emulateNetworkConditionsByRule
+// with one rule of no URL pattern, matches every request, and
+// overrideNetworkState moves navigator.onLine.
 func (p *page) setOffline(offline bool) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)

@@ -594,7 +594,7 @@ func twoTabs(t *testing.T, e *offlineEnv) {
 		}
 		return b, a
 	}
-	leader, _ := leaderOf()
+	leader, follower := leaderOf()
 
 	for _, p := range []*appTab{a, b} {
 		p.setOffline(true)
@@ -624,7 +624,7 @@ func twoTabs(t *testing.T, e *offlineEnv) {
 			ids[i] = nil
 			for _, w := range p.pending() {
 				ids[i] = append(ids[i], w.ID)
-				if strings.Contains(w.Path, "/s") && (w.IfMatch == nil || *w.IfMatch != rev0) {
+				if strings.HasPrefix(w.Path, base+"/s") && (w.IfMatch == nil || *w.IfMatch != rev0) {
 					t.Fatalf("queued %+v, want it based on the snapshot's revision %d", w, rev0)
 				}
 			}
@@ -692,7 +692,6 @@ func twoTabs(t *testing.T, e *offlineEnv) {
 	}
 
 	// The leader closes with writes queued in both tabs; the other takes over.
-	leader, follower := leaderOf()
 	for _, p := range []*appTab{a, b} {
 		p.setOffline(true)
 	}
