@@ -183,8 +183,10 @@ func checkMatchesServer(t *testing.T, e *offlineEnv, p *appTab, paths []string) 
 		want, got := e.get(t, path), cached[path]
 		switch {
 		case want == nil && got == nil:
-		case want == nil || got == nil:
-			t.Errorf("%s: the cache holds %+v, the server %+v", path, got, want)
+		case want == nil:
+			t.Errorf("%s: the cache holds %v at revision %v (pendingWrites %v), the server nothing", path, got.Data, deref(got.Revision), got.PendingWrites)
+		case got == nil:
+			t.Errorf("%s: the cache holds nothing, the server %v at %d", path, want.Data, want.Revision)
 		case !sameJSON(got.Data, want.Data) || got.Revision == nil || *got.Revision != want.Revision || got.PendingWrites:
 			t.Errorf("%s: the cache holds %v at revision %v (pendingWrites %v), the server %v at %d", path, got.Data, deref(got.Revision), got.PendingWrites, want.Data, want.Revision)
 		}
