@@ -204,7 +204,7 @@ class Client extends Http {
 
   /** Resolves when every write to the persistent cache asked for so far is stored (at once without persistence). */
   flush() {
-    return this._cache ? this._cache.flush() : Promise.resolve();
+    return this._cache ? this.writes.stored().then(() => this._cache.flush()) : Promise.resolve();
   }
 
   /** Closes the realtime connection and stops listening to storage. */
@@ -805,6 +805,20 @@ class Cache {
       for (const k of await this.a.keys(pre)) if (!keep.has(k)) await this.a.delete(k);
       for (const d of documents) await this.a.set(pre + d.collection, d);
       await this.a.set('s:' + key, { revision, open: false, seen: [] });
+      // The snapshot is the whole truth of what it covers at its revision:
+      // a cached document it lacks was deleted since.
+      const [path, prefix] = JSON.parse(key);
+      const have = new Set(documents.map((d) => d.collection));
+      const ks = prefix ? await this.a.keys(path === '' ? 'd:' : 'd:' + path + '/') : [];
+      ks.push('d:' + path);
+      for (const k of ks) {
+        const p = k.slice(2);
+        if (have.has(p)) continue;
+        const old = await this.a.get(k);
+        if (old && !old.deleted && !(typeof old.revision === 'number' && old.revision >= revision)) {
+          await this.a.set(k, { collection: p, deleted: true, revision });
+        }
+      }
     });
   }
 
@@ -958,6 +972,8 @@ class Writes {
     this._q = [];
     this._cbs = { conflict: new Set(), acked: new Set(), rejected: new Set(), change: new Set() };
     this._waiters = new Map();
+    this._unsaved = new Set();
+    this._enq = Promise.resolve();
     this._settled = [];
     this._tab = Math.random().toString(36).slice(2, 8);
     this._seq = 0;
@@ -993,13 +1009,13 @@ class Writes {
 
   /** Every queued write, oldest first (conflicts included). */
   async pending() {
-    await this._loaded;
+    await this.stored();
     return this._q.map(publicWrite);
   }
 
   /** The writes in conflict, each with retry and discard. */
   async conflicts() {
-    await this._loaded;
+    await this.stored();
     return this._q.filter((w) => w.state === 'conflict').map((w) => this._conflictOf(w));
   }
 
@@ -1013,7 +1029,7 @@ class Writes {
 
   /** Resolves once nothing is left to send (the queue is empty or holds only conflicts). */
   settled() {
-    return this._loaded.then(() => {
+    return this.stored().then(() => {
       if (this._isSettled()) return undefined;
       return new Promise((resolve) => { this._settled.push(resolve); });
     });
@@ -1072,32 +1088,45 @@ class Writes {
    * are queued one after another, in the order they were made.
    */
   enqueue(op, path, fields, opts) {
-    let settle;
-    const done = new Promise((resolve, reject) => { settle = { resolve, reject }; });
-    this._enq = (this._enq || Promise.resolve()).then(() => this._enqueue(op, path, fields, opts, settle)).catch((e) => settle.reject(e));
+    // In the local view at once; its base and its place in storage follow,
+    // one write after another in call order.
+    const id = Date.now().toString(36).padStart(9, '0') + '-' + String(++this._seq).padStart(6, '0') + '-' + this._tab;
+    const w = { id, op, path, ...fields, ifMatch: null, base: null, createdAt: new Date().toISOString(), state: 'queued' };
+    const done = new Promise((resolve, reject) => { this._waiters.set(id, { resolve, reject }); });
+    this._unsaved.add(id);
+    this._q.push(w);
+    this._q.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    this._local(path);
+    this._enq = this._enq.then(() => this._enqueue(w, opts)).catch((e) => {
+      this._unsaved.delete(id);
+      this._q = this._q.filter((x) => x !== w);
+      this._local(path);
+      this._settle(id, (x) => x.reject(e));
+    });
     return done;
   }
 
-  async _enqueue(op, path, fields, opts, settle) {
+  async _enqueue(w, opts) {
     await this._loaded;
     const o = opts || {};
-    const known = await this._cache.getDoc(path);
-    const earlier = this._of(path);
+    const known = await this._cache.getDoc(w.path);
+    const earlier = this._q.filter((x) => x.path === w.path && x.id < w.id);
     let base = null;
     if (earlier.length) base = earlier[earlier.length - 1].base;
     else if (known) base = known.deleted ? 0 : known.revision;
-    let ifMatch = null;
-    if (o.ifMatch != null) ifMatch = Number(o.ifMatch);
-    else if (!o.blind) ifMatch = base;
-    const id = Date.now().toString(36).padStart(9, '0') + '-' + String(++this._seq).padStart(6, '0') + '-' + this._tab;
-    const w = { id, op, path, ...fields, ifMatch, base, createdAt: new Date().toISOString(), state: 'queued' };
-    this._waiters.set(id, settle);
-    this._q.push(w);
-    this._q.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    await this._cache.write(() => this._cache.a.set('q:' + id, w));
-    this._local(path);
-    this._changed({ t: 'queued', id });
+    w.base = base;
+    if (o.ifMatch != null) w.ifMatch = Number(o.ifMatch);
+    else if (!o.blind) w.ifMatch = base;
+    await this._cache.write(() => this._cache.a.set('q:' + w.id, w));
+    this._unsaved.delete(w.id);
+    this._changed({ t: 'queued', id: w.id });
     this._pump();
+  }
+
+  /** Resolves once every write made so far is in storage. */
+  async stored() {
+    await this._loaded;
+    await this._enq;
   }
 
   // ------------------------------------------------------------ replay
@@ -1112,7 +1141,9 @@ class Writes {
         blocked.add(w.path);
         continue;
       }
-      if (!blocked.has(w.path)) return w;
+      if (blocked.has(w.path)) continue;
+      if (this._unsaved.has(w.id)) return null; // its base is not known yet: in order, nothing after it either
+      return w;
     }
     return null;
   }
@@ -1407,7 +1438,7 @@ class Writes {
 
   /** Tells the other tabs, and this tab's listeners, that the queue changed. */
   _changed(msg) {
-    if (this._ch) {
+    if (this._ch && !this._closed) {
       try {
         this._ch.postMessage(msg);
       } catch (e) {
@@ -1476,6 +1507,8 @@ class Writes {
       else if (w) q.push(Object.assign(w, stored));
       else q.push(stored);
     }
+    // Writes made but not yet stored stay.
+    for (const w of this._q) if (this._unsaved.has(w.id) && !q.some((x) => x.id === w.id)) q.push(w);
     q.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     this._q = q;
   }
@@ -2321,7 +2354,7 @@ class Realtime {
       if (confirmed != null && sub.rev < confirmed) continue; // the server's change is still to come
       emit(sub.onEvent, {
         type: 'change', collection: path, revision: sub.rev, changeType: view ? 'set' : 'delete',
-        data: view ? clone(view.data) : null, updateTime: view ? view.updateTime || null : null,
+        data: view ? clone(view.data) : null, updateTime: null,
         pendingWrites: this._c.writes.touches(path), local: true,
       });
     }
