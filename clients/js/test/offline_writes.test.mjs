@@ -950,7 +950,7 @@ test('sources: server never uses the cache, cache makes no request; pendingWrite
     a.db.delete(pb).catch(() => {});
     a.db.set(pc, { n: 3 }).catch(() => {});
     await r.until((ev) => ev.filter((e) => e.type === 'change').length >= 3, 5000, 'three local changes');
-    assert.deepEqual(r.changes().map((e) => [e.collection, e.changeType, e.data, e.revision, e.updateTime, e.pendingWrites]), [
+    assert.deepEqual(r.changes().map((e) => [e.collection, e.changeType, e.data, e.revision, e.updateTime, e.pendingWrites]).sort(), [
       [pa, 'set', { n: 10 }, snapRev, null, true],
       [pb, 'delete', null, snapRev, null, true],
       [pc, 'set', { n: 3 }, snapRev, null, true],
@@ -1103,6 +1103,53 @@ test('a realtime connection coming back replays the queue at once, cutting the b
     await within(c.flush(), 5000, 'flush');
     c.close();
     await rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }).catch(() => {});
+  } finally {
+    await s.done();
+  }
+});
+
+test('tabs: a conflict shows in both, the follower resolves it, the leader sends the retry', async () => {
+  const s = await setup('tabconflict');
+  try {
+    const { a: t0, w, base, net: n0 } = s;
+    const n1 = network();
+    const t1 = s.open(n1);
+    await waitFor(() => t0.writes.leader !== t1.writes.leader, 10000, 'exactly one leader');
+    const [L, F] = t0.writes.leader ? [t0, t1] : [t1, t0];
+    const [nL, nF] = t0.writes.leader ? [n0, n1] : [n1, n0];
+    const p = base + '/doc';
+    const v0 = await w.db.set(p, { a: 0, b: 0 });
+    await F.db.get(p);
+    const evs = [L, F].map(writeEvents);
+    nL.offline({ realtime: false });
+    nF.offline({ realtime: false });
+    const t = track(F.db.update(p, { oldKey: 'a', value: 1 }));
+    await waitFor(async () => (await L.writes.pending()).length === 1, 10000, 'the leader holds the follower\'s write');
+    assert.equal((await L.writes.pending())[0].ifMatch, v0.revision);
+    const theirs = await w.db.set(p, { a: 0, b: 2 });
+    nL.online();
+    nF.online();
+    L.writes.replay();
+    await waitFor(() => evs.every((e) => e.conflict.length === 1), 15000, 'the conflict in both tabs');
+    await waitFor(() => t.state !== 'pending', 5000, 'the follower\'s promise');
+    assert.equal(t.state, 'rejected');
+    assert.equal(t.error.code, 'precondition_failed');
+    for (const e of evs) {
+      assert.deepEqual(e.conflict[0].server.data, { a: 0, b: 2 });
+      assert.equal(e.conflict[0].server.revision, theirs.revision);
+    }
+    const [c] = await F.writes.conflicts();
+    const retried = await within(c.retry(), 15000, 'the retry, sent by the leader');
+    assert.deepEqual(retried.data, { a: 1, b: 2 });
+    assert.equal(nF.log.filter((e) => e.method !== 'GET' && e.collection === p).length, 0, 'the follower sent nothing');
+    // The first attempt, if made offline (uncertain), is settled by a read: no second send of it.
+    assert.ok([1, 2].includes(nL.writesTo(p).length), `the leader sent ${nL.writesTo(p).length} writes`);
+    assert.deepEqual(dataOf(await w.db.get(p)), { a: 1, b: 2 });
+    for (const tab of [L, F]) {
+      await within(tab.writes.settled(), 10000, 'settled');
+      assert.deepEqual(await tab.writes.pending(), []);
+    }
+    await waitFor(() => evs.every((e) => e.acked.length === 1), 10000, 'acked in both tabs');
   } finally {
     await s.done();
   }
