@@ -541,6 +541,13 @@ export function memoryAdapter() {
     async set(key, value) { m.set(key, copy(value)); },
     async delete(key) { m.delete(key); },
     async keys(prefix) { return [...m.keys()].filter((k) => k.startsWith(prefix || '')).sort(); },
+    async entries(prefix) { return [...m.keys()].filter((k) => k.startsWith(prefix || '')).sort().map((k) => [k, copy(m.get(k))]); },
+    async batch(ops) {
+      for (const o of ops) {
+        if (o.delete) m.delete(o.key);
+        else m.set(o.key, copy(o.value));
+      }
+    },
   };
 }
 
@@ -570,21 +577,26 @@ export function indexedDBAdapter(name) {
   const run = async (mode, f) => {
     const db = await open();
     const tx = db.transaction('kv', mode);
-    const out = await idbDone(f(tx.objectStore('kv')));
-    if (mode === 'readwrite') {
-      await new Promise((resolve, reject) => {
-        tx.oncomplete = () => resolve();
-        tx.onerror = tx.onabort = () => reject(tx.error);
-      });
-    }
+    const committed = mode === 'readwrite' ? new Promise((resolve, reject) => {
+      tx.oncomplete = () => resolve();
+      tx.onerror = tx.onabort = () => reject(tx.error);
+    }) : null;
+    const out = await f(tx.objectStore('kv'));
+    if (committed) await committed;
     return out;
   };
+  const range = (prefix) => (prefix ? IDBKeyRange.bound(prefix, prefix + '\uffff') : undefined);
   return {
-    get: (key) => run('readonly', (s) => s.get(key)),
-    set: (key, value) => run('readwrite', (s) => s.put(value, key)).then(() => undefined),
-    delete: (key) => run('readwrite', (s) => s.delete(key)).then(() => undefined),
-    keys: (prefix) => run('readonly', (s) => s.getAllKeys(prefix ? IDBKeyRange.bound(prefix, prefix + '\uffff') : undefined))
-      .then((ks) => ks.map(String)),
+    get: (key) => run('readonly', (s) => idbDone(s.get(key))),
+    set: (key, value) => run('readwrite', (s) => idbDone(s.put(value, key))).then(() => undefined),
+    delete: (key) => run('readwrite', (s) => idbDone(s.delete(key))).then(() => undefined),
+    keys: (prefix) => run('readonly', (s) => idbDone(s.getAllKeys(range(prefix)))).then((ks) => ks.map(String)),
+    // One transaction each: a snapshot's documents are read and stored at once.
+    entries: (prefix) => run('readonly', async (s) => {
+      const [ks, vs] = await Promise.all([idbDone(s.getAllKeys(range(prefix))), idbDone(s.getAll(range(prefix)))]);
+      return ks.map((k, i) => [String(k), vs[i]]);
+    }),
+    batch: (ops) => run('readwrite', (s) => Promise.all(ops.map((o) => idbDone(o.delete ? s.delete(o.key) : s.put(o.value, o.key))))).then(() => undefined),
   };
 }
 
@@ -702,6 +714,12 @@ export function fileAdapter(dir) {
         if (cur && cur.token === token) await f.unlink(file).catch(() => undefined);
       }
     },
+    /** Many writes and deletes, 32 files at a time (each still atomic). */
+    async batch(ops) {
+      for (let i = 0; i < ops.length; i += 32) {
+        await Promise.all(ops.slice(i, i + 32).map((o) => (o.delete ? this.delete(o.key) : this.set(o.key, o.value))));
+      }
+    },
     async keys(prefix) {
       const f = await fs();
       const out = [];
@@ -781,19 +799,52 @@ class Cache {
 
   static subKey(path, prefix) { return JSON.stringify([path, !!prefix]); }
 
-  /** The subscription's cached {revision, open, seen, documents}, or null. */
-  async loadSub(key) {
-    await this._chain;
-    const st = await this.a.get('s:' + key);
-    if (!st || typeof st.revision !== 'number') return null;
-    const pre = 'sd:' + key + '\u0000';
-    const ks = await this.a.keys(pre);
-    const docs = [];
-    for (let i = 0; i < ks.length; i += 64) docs.push(...await Promise.all(ks.slice(i, i + 64).map((k) => this.a.get(k))));
-    return { ...st, documents: docs.filter((d) => d && typeof d === 'object').sort((x, y) => (x.collection < y.collection ? -1 : x.collection > y.collection ? 1 : 0)) };
+  /** [[key, value], ...] of every key under prefix: one call when the adapter has entries. */
+  async entries(prefix) {
+    if (typeof this.a.entries === 'function') return this.a.entries(prefix);
+    const ks = await this.a.keys(prefix);
+    const out = [];
+    for (let i = 0; i < ks.length; i += 64) {
+      const vs = await Promise.all(ks.slice(i, i + 64).map((k) => this.a.get(k)));
+      vs.forEach((v, j) => { if (v !== undefined) out.push([ks[i + j], v]); });
+    }
+    return out;
   }
 
-  /** Replaces the subscription's documents with a snapshot's (state first dropped: a crash midway leaves no cache). */
+  /** Applies [{key, value} | {key, delete: true}, ...]: one call (one transaction) when the adapter has batch. */
+  async batch(ops) {
+    if (!ops.length) return;
+    if (typeof this.a.batch === 'function') {
+      await this.a.batch(ops);
+      return;
+    }
+    for (const o of ops) {
+      if (o.delete) await this.a.delete(o.key);
+      else await this.a.set(o.key, o.value);
+    }
+  }
+
+  /** The subscription's cached state {revision, open, seen}, or null. */
+  async loadState(key) {
+    await this._chain;
+    const st = await this.a.get('s:' + key);
+    return st && typeof st.revision === 'number' ? st : null;
+  }
+
+  /** The subscription's cached documents, in path order. */
+  async loadDocs(key) {
+    await this._chain;
+    const docs = (await this.entries('sd:' + key + '\u0000')).map(([, d]) => d);
+    return docs.filter((d) => d && typeof d === 'object').sort((x, y) => (x.collection < y.collection ? -1 : x.collection > y.collection ? 1 : 0));
+  }
+
+  /**
+   * Replaces the subscription's documents with a snapshot's, and brings
+   * the document cache (d:) up to it: the snapshot is the whole truth of
+   * what it covers at its revision, so a cached document it lacks was
+   * deleted since (a tombstone). The state goes first and comes back last:
+   * a crash midway leaves no cached subscription, never a wrong one.
+   */
   saveSnapshot(key, documents, revision) {
     return this.write(async () => {
       // Another tab of the same storage may have stored a newer state.
@@ -801,24 +852,25 @@ class Cache {
       if (st && typeof st.revision === 'number' && st.revision > revision) return;
       await this.a.delete('s:' + key);
       const pre = 'sd:' + key + '\u0000';
-      const keep = new Set(documents.map((d) => pre + d.collection));
-      for (const k of await this.a.keys(pre)) if (!keep.has(k)) await this.a.delete(k);
-      for (const d of documents) await this.a.set(pre + d.collection, d);
-      await this.a.set('s:' + key, { revision, open: false, seen: [] });
-      // The snapshot is the whole truth of what it covers at its revision:
-      // a cached document it lacks was deleted since.
       const [path, prefix] = JSON.parse(key);
-      const have = new Set(documents.map((d) => d.collection));
-      const ks = prefix ? await this.a.keys(path === '' ? 'd:' : 'd:' + path + '/') : [];
-      ks.push('d:' + path);
-      for (const k of ks) {
-        const p = k.slice(2);
-        if (have.has(p)) continue;
-        const old = await this.a.get(k);
-        if (old && !old.deleted && !(typeof old.revision === 'number' && old.revision >= revision)) {
-          await this.a.set(k, { collection: p, deleted: true, revision });
-        }
+      const have = new Map(documents.map((d) => [d.collection, d]));
+      const ops = [];
+      for (const k of await this.a.keys(pre)) if (!have.has(k.slice(pre.length))) ops.push({ key: k, delete: true });
+      for (const d of documents) ops.push({ key: pre + d.collection, value: d });
+      const cached = prefix ? await this.entries(path === '' ? 'd:' : 'd:' + path + '/') : [];
+      const self = await this.a.get('d:' + path);
+      if (self !== undefined) cached.push(['d:' + path, self]);
+      const old = new Map(cached.map(([k, v]) => [k.slice(2), v]));
+      for (const d of documents) {
+        const o = old.get(d.collection);
+        if (!(o && typeof o.revision === 'number' && typeof d.revision === 'number' && o.revision > d.revision)) ops.push({ key: 'd:' + d.collection, value: d });
       }
+      for (const [p, o] of old) {
+        if (have.has(p) || !o || o.deleted || (typeof o.revision === 'number' && o.revision >= revision)) continue;
+        ops.push({ key: 'd:' + p, value: { collection: p, deleted: true, revision } });
+      }
+      await this.batch(ops);
+      await this.a.set('s:' + key, { revision, open: false, seen: [] });
     });
   }
 
@@ -2032,21 +2084,41 @@ class Realtime {
       // Serve the cached snapshot first; only then subscribe, with since.
       sub.cacheKey = Cache.subKey(path, sub.prefix);
       sub.loading = true;
-      cache.loadSub(sub.cacheKey).catch((e) => {
+      // The cached state first: the subscription is sent with since at
+      // once, and what the node answers is held until the cached snapshot
+      // (read meanwhile) has been delivered.
+      const failed = (e) => {
         console.error('edgebase: cache read failed', e);
         return null;
-      }).then((st) => this._c.writes._loaded.then(() => st)).then((st) => {
+      };
+      cache.loadState(sub.cacheKey).catch(failed).then((st) => {
         sub.loading = false;
         if (this._subs.get(sub.id) !== sub) return;
         if (st) {
           sub.started = true;
           sub.fromCache = true;
+          sub.holding = [];
           sub.rev = st.revision;
           sub.open = !!st.open;
           sub.seen = new Set(Array.isArray(st.seen) ? st.seen : []);
-          emit(sub.onEvent, { type: 'snapshot', documents: this._overlay(sub, st.documents), revision: st.revision, fromCache: true });
         }
-        if (this._ready && this._subs.get(sub.id) === sub) this._sendSubscribe(sub);
+        if (this._ready) this._sendSubscribe(sub);
+        if (!st) return;
+        Promise.all([cache.loadDocs(sub.cacheKey), this._c.writes._loaded]).catch(failed).then((got) => {
+          const held = sub.holding || [];
+          sub.holding = null;
+          if (this._subs.get(sub.id) !== sub) return;
+          if (!got) {
+            // The documents cannot be read: forget the cached subscription
+            // (a new one starts afresh) and end this one, never a wrong snapshot.
+            cache.dropSub(sub.cacheKey);
+            this._handle(sub, { op: 'error', code: 'cache_unreadable', message: 'the cached documents of this subscription cannot be read: subscribe again' });
+            this._send({ op: 'unsubscribe', id: sub.id });
+            return;
+          }
+          emit(sub.onEvent, { type: 'snapshot', documents: this._overlay(sub, got[0]), revision: st.revision, fromCache: true });
+          for (const m of held) if (this._subs.get(sub.id) === sub) this._handle(sub, m);
+        });
       });
     }
     if (this._ready) this._sendSubscribe(sub);
@@ -2298,7 +2370,8 @@ class Realtime {
         break;
     }
     const sub = m.id && this._subs.get(m.id);
-    if (sub) this._handle(sub, m);
+    if (sub && sub.holding) sub.holding.push(m);
+    else if (sub) this._handle(sub, m);
   }
 
   _sendSubscribe(sub) {
@@ -2377,10 +2450,7 @@ class Realtime {
         sub.open = false;
         sub.seen.clear();
         // The cache gets its own copy: the application may change the event's.
-        if (cache) {
-          cache.saveSnapshot(sub.cacheKey, JSON.parse(JSON.stringify(sub.pending)), m.revision);
-          for (const d of sub.pending) cache.putDoc(clone(d));
-        }
+        if (cache) cache.saveSnapshot(sub.cacheKey, clone(sub.pending), m.revision);
         emit(sub.onEvent, { type: 'snapshot', documents: this._overlay(sub, sub.pending), revision: m.revision });
         sub.pending = [];
         return;
