@@ -27,6 +27,10 @@ export interface CacheAdapter {
   delete(key: string): Promise<void>;
   /** Every key that starts with prefix ("" for all), sorted. */
   keys(prefix: string): Promise<string[]>;
+  /** Optional: [key, value] of every key under prefix, sorted, in one call (else keys, then a get each). */
+  entries?(prefix: string): Promise<[string, JSONValue][]>;
+  /** Optional: many sets and deletes in one call, ideally one transaction (else one call each, in order). */
+  batch?(ops: CacheBatchOp[]): Promise<void>;
   /**
    * Optional: runs fn while holding an exclusive lock named name across every client of
    * the same storage (other tabs or processes); resolves when fn's promise settles. The
@@ -35,6 +39,9 @@ export interface CacheAdapter {
    */
   lock?(name: string, fn: () => Promise<unknown>, opts?: { signal?: AbortSignal }): Promise<unknown>;
 }
+
+/** One operation of CacheAdapter.batch. */
+export type CacheBatchOp = { key: string; value: JSONValue; delete?: false } | { key: string; delete: true };
 
 /**
  * createClient's persistence option: where the cache and the write queue live.
@@ -98,7 +105,8 @@ export class EdgebaseError extends Error {
   status: number;
   /**
    * The API's error code ("invalid_path", "rate_limited", ...), or network_error, websocket_unavailable,
-   * connection_closed, not_cached (source: 'cache' and nothing cached), persistence_unavailable.
+   * connection_closed, not_cached (source: 'cache' and nothing cached), persistence_unavailable,
+   * cache_unreadable (a subscription's error event: its cached documents could not be read).
    */
   code: string;
   field: string | null;

@@ -6,7 +6,7 @@ import createDefault, {
   User, PasswordReset, OAuthProviderSummary, SessionInfo, APIKeyCreated, AuditEvent, SMTPSettingsInfo, EmailKind, AuthSettings,
   createOperator, OperatorClient, ProjectInfo, NodeStatus, Child, RulesTestResult, IndexInfo, UserSessionInfo, FCMCredentialsInfo,
   memoryAdapter, indexedDBAdapter, fileAdapter, CacheAdapter, Persistence, PendingWrite, Conflict, WriteEvents, WriteResult, Writes,
-  JSONValue, JSONObject,
+  JSONValue, JSONObject, CacheBatchOp,
 } from '../edgebase.js';
 
 interface Note {
@@ -353,6 +353,18 @@ export async function offline(): Promise<void> {
     },
   };
   const noLock: CacheAdapter = { get: mine.get, set: mine.set, delete: mine.delete, keys: mine.keys };
+  const bulk: CacheAdapter = {
+    ...noLock,
+    entries: async (prefix) => [...kv.entries()].filter(([k]) => k.startsWith(prefix)).sort(([a], [b]) => (a < b ? -1 : 1)),
+    batch: async (ops: CacheBatchOp[]) => {
+      for (const o of ops) {
+        if (o.delete) kv.delete(o.key);
+        else kv.set(o.key, o.value);
+      }
+    },
+  };
+  const many = await bulk.entries?.('d:');
+  await bulk.batch?.([{ key: 'd:x', value: { v: 1 } }, { key: 'd:y', delete: true }]);
   const stored: JSONValue | undefined = await noLock.get('d:notes/1');
   const c = createClient({ url: 'http://localhost:8080', projectId: 'p', persistence: { adapter: mine }, minBackoff: 50, maxBackoff: 1000 });
   const f = createClient({ projectId: 'p', persistence: 'file:./cache' });
@@ -452,5 +464,5 @@ export async function offline(): Promise<void> {
   });
   sub.unsubscribe();
   c.close();
-  void [forms, stored, fromCache, pendingDoc, pageFromCache, pagePending, setCreated, leader];
+  void [forms, stored, many, fromCache, pendingDoc, pageFromCache, pagePending, setCreated, leader];
 }
