@@ -192,14 +192,24 @@ func (p *faultProxy) setCut(cut bool) {
 }
 
 // loseNextWrite arms the proxy; see faultProxy. The channel receives the
-// node's answer; release drops the browser's connection.
+// node's answer; release drops the browser's connection (and disarms the
+// proxy if no write came).
 func (p *faultProxy) loseNextWrite(after func()) (<-chan lostAnswer, func()) {
 	l := &lostWrite{after: after, got: make(chan lostAnswer, 1), release: make(chan struct{})}
 	p.mu.Lock()
 	p.lose = l
 	p.mu.Unlock()
 	var once sync.Once
-	return l.got, func() { once.Do(func() { close(l.release) }) }
+	return l.got, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			if p.lose == l {
+				p.lose = nil
+			}
+			p.mu.Unlock()
+			close(l.release)
+		})
+	}
 }
 
 // profileBrowser is one Chromium with a profile directory of the test's, so
@@ -395,6 +405,18 @@ type offlineEnv struct {
 	token    string
 	uid      string
 	browser  *profileBrowser
+}
+
+// ensureNodeUp starts the node again if a scenario left it down.
+func (e *offlineEnv) ensureNodeUp(t *testing.T) {
+	t.Helper()
+	if e.node.Running() {
+		return
+	}
+	if err := e.node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, e.ctx, e.node)
 }
 
 // open opens the app in a new tab, signs in (unless the profile still holds

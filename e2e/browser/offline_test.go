@@ -268,6 +268,7 @@ func offline50(t *testing.T, e *offlineEnv) {
 	// refusing the reconnects.
 	p.setOffline(true)
 	e.proxy.setCut(true)
+	defer e.proxy.setCut(false) // for the next scenario, should this one fail
 	p.waitFor("the realtime connection lost", `client.realtime.status.state !== 'ready'`, 10*time.Second)
 	nEvents := 0
 	p.run("count the events so far", `return app.events.length`, &nEvents)
@@ -494,6 +495,7 @@ func restartMidQueue(t *testing.T, e *offlineEnv) {
 
 	// The first write to reach the node is applied, then the node dies
 	// before its answer leaves, and the browser goes away with it in flight.
+	defer e.ensureNodeUp(t) // for the next scenario, should this one fail
 	lost, release := e.proxy.loseNextWrite(func() {
 		if err := e.node.Kill9(); err != nil {
 			t.Error(err)
@@ -602,6 +604,7 @@ func twoTabs(t *testing.T, e *offlineEnv) {
 		p.setOffline(true)
 	}
 	e.proxy.setCut(true)
+	defer e.proxy.setCut(false) // for the next scenario, should this one fail
 	for _, p := range []*appTab{a, b} {
 		p.waitFor("the realtime connection lost", `client.realtime.status.state !== 'ready'`, 10*time.Second)
 	}
