@@ -28,7 +28,7 @@ async function removeDir(dir) {
 }
 
 /** A localStorage stand-in shared by the clients ("tabs", restarts) of one test, so they share the session. */
-function sessionStorage() {
+function sharedSessionStore() {
   const m = new Map();
   return {
     getItem: (k) => (m.has(k) ? m.get(k) : null),
@@ -242,7 +242,7 @@ async function assertCacheIsServer(c, w, paths) {
 /** One client on a fresh file cache, its network, a writer of the same user, and a base path. */
 async function setup(name) {
   const dir = await tempDir();
-  const storage = sessionStorage();
+  const storage = sharedSessionStore();
   const { email, user } = await register(storage);
   const net = network();
   const a = persisted(dir, storage, net);
@@ -1072,7 +1072,7 @@ test('a 401 pauses the queue without dropping anything; signing in resumes it', 
   try {
     const { w, base, email } = s;
     const dir = await s.tempDir();
-    const storage = sessionStorage();
+    const storage = sharedSessionStore();
     storage.setItem('edgebase.session.' + env.projectId, JSON.stringify({ token: 'not-a-token', user: null }));
     const net = network();
     const c = s.open(net, {}, dir, storage);
