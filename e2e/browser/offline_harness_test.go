@@ -507,6 +507,7 @@ func (e *offlineEnv) setAll(t *testing.T, docs map[string]map[string]any) uint64
 type changeWatch struct {
 	mu      sync.Mutex
 	changes map[string][]client.Event
+	counted map[string]int // changes per path an earlier waitCounts took
 	other   []client.Event // anything but a change (a reset would be a gap)
 }
 
@@ -522,7 +523,7 @@ func (e *offlineEnv) watch(t *testing.T, prefix string) *changeWatch {
 	if err != nil {
 		t.Fatalf("subscribe %s: %v", prefix, err)
 	}
-	w := &changeWatch{changes: map[string][]client.Event{}}
+	w := &changeWatch{changes: map[string][]client.Event{}, counted: map[string]int{}}
 	go func() {
 		for ev := range sub.Events() {
 			w.mu.Lock()
@@ -538,16 +539,16 @@ func (e *offlineEnv) watch(t *testing.T, prefix string) *changeWatch {
 }
 
 // waitCounts waits until the watch has seen exactly want changes per path
-// (after a barrier: a write of its own at barrier, seen last, so nothing
-// sent before it is still on its way), and fails on more, on a path not in
-// want, or on a reset.
+// since the last waitCounts (after a barrier: a write of its own at
+// barrier, seen last, so nothing sent before it is still on its way), and
+// fails on more, on a path not in want, or on a reset.
 func (w *changeWatch) waitCounts(t *testing.T, e *offlineEnv, barrier string, want map[string]int) {
 	t.Helper()
 	e.set(t, barrier, map[string]any{"at": time.Now().UnixNano()})
 	nodetest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if len(w.changes[barrier]) == 0 {
+		if len(w.changes[barrier]) <= w.counted[barrier] {
 			return fmt.Errorf("the barrier's change has not arrived; changes so far: %v", w.summaryLocked())
 		}
 		return nil
@@ -561,14 +562,14 @@ func (w *changeWatch) waitCounts(t *testing.T, e *offlineEnv, barrier string, wa
 	}
 	got := map[string]int{}
 	for p, evs := range w.changes {
-		if p != barrier {
-			got[p] = len(evs)
+		if n := len(evs) - w.counted[p]; p != barrier && n > 0 {
+			got[p] = n
 		}
+		w.counted[p] = len(evs)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("changes the server made per document:\n got %v\nwant %v\n(each queued write must be applied exactly once)", got, want)
 	}
-	delete(w.changes, barrier)
 }
 
 func (w *changeWatch) summaryLocked() string {
