@@ -1590,18 +1590,16 @@ class Writes {
    * already delivered that revision (with pendingWrites) see the local
    * view again; the others get the server's change as usual.
    */
-  _confirm(path, rev) {
-    this._cache.getDoc(path).then((server) => {
-      const d = server && !server.deleted ? server : null;
-      this._c.realtime._localChange(path, this.view(path, d), rev);
-    }).catch((e) => console.error('edgebase: local view failed', e));
-  }
+  _confirm(path, rev) { this._show(path, rev); }
 
   /** Shows path's local view to this tab's subscriptions. */
-  _local(path) {
-    this._cache.getDoc(path).then((server) => {
+  _local(path) { this._show(path, null); }
+
+  /** Local-view events go out one after another, in the order they happened. */
+  _show(path, rev) {
+    this._shown = (this._shown || Promise.resolve()).then(() => this._cache.getDoc(path)).then((server) => {
       const d = server && !server.deleted ? server : null;
-      this._c.realtime._localChange(path, this.view(path, d));
+      this._c.realtime._localChange(path, this.view(path, d), rev);
     }).catch((e) => console.error('edgebase: local view failed', e));
   }
 }
