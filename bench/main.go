@@ -103,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.valueSize, "value-size", 256, "bytes of the value each written document holds")
 	fs.IntVar(&o.docs, "docs", 1000, "documents written up front for the read scenarios")
 	fs.IntVar(&o.accounts, "accounts", 64, "end-user accounts registered up front for the login scenarios")
-	fs.IntVar(&o.jsDocs, "js-docs", 10000, "documents held by the JS scenario's SDK subscription whose heap it measures")
+	fs.IntVar(&o.jsDocs, "js-docs", 10000, "documents held by the SDK subscription of the JS scenario (whose heap it measures) and of JSC (whose cache it measures)")
 	fs.IntVar(&o.subscribers, "subscribers", 1000, "WebSocket subscribers of the realtime scenarios (RT*), all connected to one node")
 	fs.Float64Var(&o.rate, "rate", 10, "writes per second of the paced realtime scenarios (RT1, RT1F)")
 	fs.BoolVar(&o.json, "json", false, "print the results as one JSON object on stdout (the table goes to stderr)")
