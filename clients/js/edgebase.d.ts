@@ -412,8 +412,9 @@ export interface Document<T = JSONObject> {
   /** With persistence: the local view (the server's version with the queued writes applied). */
   data: T;
   /**
-   * The server revision the data is based on. With persistence, a document that exists
-   * only locally (created by a queued write not yet acknowledged) has null here.
+   * The server revision the data is based on. Typed number, but with persistence a document
+   * that exists only locally (pendingWrites, created by a queued write not yet acknowledged)
+   * has null here: check before passing it as ifMatch.
    */
   revision: number;
   createTime: string;
@@ -628,7 +629,7 @@ export interface SnapshotEvent<T = JSONObject> {
 export interface ChangeEvent<T = JSONObject> {
   type: 'change';
   collection: string;
-  /** The subscription's revision: a local change (pendingWrites) does not move it. */
+  /** The subscription's revision: a local change (local: true) does not move it. */
   revision: number;
   changeType: 'set' | 'delete';
   /** Null for a delete. With persistence: the local view. */
