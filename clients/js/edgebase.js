@@ -1025,6 +1025,8 @@ class Writes {
     this._cbs = { conflict: new Set(), acked: new Set(), rejected: new Set(), change: new Set() };
     this._waiters = new Map();
     this._unsaved = new Set();
+    /** Ids this tab removed from the queue: a reload never brings them back. */
+    this._gone = new Set();
     this._enq = Promise.resolve();
     this._settled = [];
     this._tab = Math.random().toString(36).slice(2, 8);
@@ -1359,6 +1361,7 @@ class Writes {
   _persist(w) { return this._cache.write(() => this._cache.a.set('q:' + w.id, w)); }
 
   _remove(w) {
+    this._gone.add(w.id);
     this._q = this._q.filter((x) => x.id !== w.id);
     return this._cache.write(() => this._cache.a.delete('q:' + w.id));
   }
@@ -1548,19 +1551,23 @@ class Writes {
   /** Reads the queue from storage; the write being sent keeps this tab's copy. */
   async _reload() {
     if (!this._cache) return;
+    const before = new Set(this._q.map((w) => w.id));
     const ks = await this._cache.keysAfterWrites('q:');
+    const listed = new Set(ks.map((k) => k.slice(2)));
+    for (const id of this._gone) if (!listed.has(id)) this._gone.delete(id);
     const mine = new Map(this._q.map((w) => [w.id, w]));
     const q = [];
     for (const k of ks) {
       const stored = await this._cache.a.get(k);
       if (!stored || typeof stored !== 'object' || !stored.id) continue;
+      if (this._gone.has(stored.id)) continue; // removed here meanwhile: never sent again
       const w = mine.get(stored.id);
       if (w && (this._inflight === w.id)) q.push(w);
       else if (w) q.push(Object.assign(w, stored));
       else q.push(stored);
     }
-    // Writes made but not yet stored stay.
-    for (const w of this._q) if (this._unsaved.has(w.id) && !q.some((x) => x.id === w.id)) q.push(w);
+    // Writes made while the reload ran, or not yet stored, stay.
+    for (const w of this._q) if ((this._unsaved.has(w.id) || !before.has(w.id)) && !q.some((x) => x.id === w.id)) q.push(w);
     q.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     this._q = q;
   }
