@@ -561,7 +561,9 @@ func restartMidQueue(t *testing.T, e *offlineEnv) {
 // twoTabs: two tabs of the origin share the queue. Both offline, each edits
 // paths of its own and three shared ones; online, one tab is the leader,
 // each write lands once, both end with the same view and an empty queue.
-// Then the leader tab closes with writes queued and the other takes over.
+// A conflict of the leader's write is seen in both tabs and resolved from
+// the other. Then the leader tab closes with writes queued and the other
+// takes over.
 func twoTabs(t *testing.T, e *offlineEnv) {
 	base := "users/" + e.uid + "/tabs"
 	k := func(name string) string { return base + "/" + name }
@@ -696,6 +698,61 @@ func twoTabs(t *testing.T, e *offlineEnv) {
 		t.Fatalf("the leader changed while both tabs were open")
 	}
 
+	// A conflict of a write made in the leader tab reaches both tabs; the
+	// other tab resolves it (retry with merged data) and hears the answer.
+	for _, p := range []*appTab{a, b} {
+		p.setOffline(true)
+	}
+	e.proxy.setCut(true)
+	leader.run("an offline update in the leader", fmt.Sprintf(`app.track('c', client.db.update(%s, {oldKey: 'a', value: 'A2'})); await client.flush(); return true`, js(shared[1])), nil)
+	serverData := map[string]any{"v": 0, "a": "A", "b": "B", "by": "server"}
+	sRev := e.set(t, shared[1], serverData)
+	e.proxy.setCut(false)
+	for _, p := range []*appTab{a, b} {
+		p.setOffline(false)
+	}
+	type conflictSeen struct {
+		Path   string
+		Local  *localDoc
+		Server *localDoc
+	}
+	localData := map[string]any{"v": 0, "a": "A2", "b": "B", "by": "server"}
+	for _, p := range []*appTab{a, b} {
+		p.waitFor("the conflict event", `app.conflicts.length === 1`, 20*time.Second)
+		var c conflictSeen
+		p.run("the conflict", `const c = app.conflicts[0]; return {path: c.path, local: c.local, server: c.server}`, &c)
+		if c.Path != shared[1] || c.Server == nil || c.Server.Revision == nil || *c.Server.Revision != sRev || !sameJSON(c.Server.Data, serverData) ||
+			c.Local == nil || !sameJSON(c.Local.Data, localData) {
+			t.Fatalf("a tab's conflict event: %+v, want on %s the server's %v at %d and the local %v", c, shared[1], serverData, sRev, localData)
+		}
+	}
+	var retried struct{ Revision uint64 }
+	follower.run("retry from the other tab", `const [c] = await client.writes.conflicts();
+		return await c.retry({...c.server.data, a: c.local.data.a})`, &retried)
+	if retried.Revision <= sRev {
+		t.Fatalf("the retry from the other tab answered revision %d, want one after %d", retried.Revision, sRev)
+	}
+	var outcome map[string]struct {
+		State  string
+		Status int
+	}
+	leader.run("the conflicted promise", `return {c: app.outcomes.c}`, &outcome)
+	if outcome["c"].State != "error" || outcome["c"].Status != 412 {
+		t.Fatalf("the conflicted write's promise: %+v, want rejected with 412", outcome["c"])
+	}
+	watch.waitCounts(t, e, k("barrier"), map[string]int{shared[1]: 2})
+	if d := e.get(t, shared[1]); d == nil || d.Revision != retried.Revision || !sameJSON(d.Data, localData) {
+		t.Fatalf("after the retry the server holds %+v, want %v at %d", d, localData, retried.Revision)
+	}
+	for _, p := range []*appTab{a, b} {
+		p.run("settled", `await client.writes.settled(); return true`, nil)
+		if q := p.pending(); len(q) != 0 {
+			t.Fatalf("a tab's queue after the retry: %+v, want empty", q)
+		}
+		checkMatchesServer(t, e, p, shared)
+		waitViewMatchesServer(t, e, p, shared)
+	}
+
 	// The leader closes with writes queued in both tabs; the other takes over.
 	for _, p := range []*appTab{a, b} {
 		p.setOffline(true)
@@ -719,7 +776,7 @@ func twoTabs(t *testing.T, e *offlineEnv) {
 	if q := follower.pending(); len(q) != 0 {
 		t.Fatalf("the new leader's queue: %+v, want empty", q)
 	}
-	var outcome map[string]struct{ State string }
+	outcome = nil
 	follower.run("its promises", `return {f0: app.outcomes.f0, f1: app.outcomes.f1}`, &outcome)
 	if outcome["f0"].State != "ok" || outcome["f1"].State != "ok" {
 		t.Fatalf("the follower's writes: %+v, want both resolved", outcome)
