@@ -280,9 +280,9 @@ func offline50(t *testing.T, e *offlineEnv) {
 		}
 		await client.flush();
 		return true`, js(base)), nil)
+	checkQueueLength(t, p, 50)
 	// At once: the subscription shows all 50 edits, marked pendingWrites,
 	// by one local change each.
-	checkQueueLength(t, p, 50)
 	p.waitFor("the 50 edits in the local view", fmt.Sprintf(`(() => {
 		const local = app.events.slice(%d).filter((e) => e.type === 'change' && e.pendingWrites && e.data && e.data.v === 1);
 		return new Set(local.map((e) => e.collection)).size === 50 &&
@@ -354,10 +354,12 @@ func offline50(t *testing.T, e *offlineEnv) {
 	}
 	p.run("the conflict events", `return app.conflicts.map((c) => ({id: c.id, path: c.path, op: c.write.op, state: c.write.state, ifMatch: c.write.ifMatch,
 		local: c.local, server: c.server, retry: typeof c.retry, discard: typeof c.discard}))`, &cfs)
+	cfSeen := map[string]bool{}
 	for _, c := range cfs {
-		if !isConflicted[c.Path] {
-			t.Fatalf("conflict on %s, which nobody else changed: %+v", c.Path, c)
+		if !isConflicted[c.Path] || cfSeen[c.Path] {
+			t.Fatalf("conflict on %s, which nobody else changed or which came twice: %+v", c.Path, cfs)
 		}
+		cfSeen[c.Path] = true
 		var n int
 		if _, err := fmt.Sscanf(c.Path[len(base)+2:], "%d", &n); err != nil {
 			t.Fatalf("conflict on %s: %v", c.Path, err)
@@ -393,6 +395,20 @@ func offline50(t *testing.T, e *offlineEnv) {
 			t.Fatalf("pending write after the replay: %+v, want a conflict with the server's version", w)
 		}
 	}
+
+	// The subscription shows the local view: the 45 as the server holds
+	// them, the 5 in conflict with the app's edit still over the second
+	// client's change, pending.
+	nodetest.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		v := p.view()
+		for i, pth := range paths {
+			d, ok := v[pth]
+			if want := map[string]any{"n": i, "v": 1}; !ok || !sameJSON(d.Data, want) || d.PendingWrites != isConflicted[pth] {
+				return fmt.Errorf("the view shows %s = %+v, want %v with pendingWrites %v", pth, d, want, isConflicted[pth])
+			}
+		}
+		return nil
+	})
 
 	// The server holds the 45 edits and the second client's 5.
 	for i, pth := range paths {
