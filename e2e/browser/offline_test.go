@@ -499,8 +499,8 @@ func restartMidQueue(t *testing.T, e *offlineEnv) {
 		app.track('e7', client.db.update(k('fresh'), {oldKey: 'v', value: 'e7'}));
 		await client.flush();
 		return true`, js(base)), nil)
-	// The writes were made and flush() resolved: the queue lists them all.
-	// (Failing, with the rest run: see checkQueueLength.)
+	// The writes were made and flush() resolved: the queue lists them all,
+	// oldest first.
 	wantOrder := []string{"update k0", "set k1", "update k0", "set fresh", "delete k2", "deleteField k3", "set k4", "update fresh"}
 	queued := checkQueueLength(t, p, len(wantOrder))
 	for i, w := range queued {
