@@ -208,10 +208,16 @@ class Client extends Http {
   }
 
   /** Closes the realtime connection and stops listening to storage. */
+  /**
+   * Closes the realtime connection, stops the write queue and stops
+   * listening to storage. Resolves once the cache has stored everything and
+   * the queue's leadership is released (a write in flight finishes first).
+   */
   close() {
     this.realtime.close();
-    this.writes.close();
+    const released = this.writes.close();
     this.auth._detach();
+    return Promise.all([released, this._cache ? this._cache.flush() : null]).then(() => undefined);
   }
 
   _headers() {
@@ -702,9 +708,16 @@ export function fileAdapter(dir) {
           if (again && again.token === holder.token) await f.unlink(file).catch(() => undefined);
           continue;
         }
+        // Poll; an abort (the client closes) ends the wait at once.
         await new Promise((resolve) => {
-          const t = setTimeout(resolve, 100);
+          const done = () => {
+            clearTimeout(t);
+            if (signal) signal.removeEventListener('abort', done);
+            resolve();
+          };
+          const t = setTimeout(done, 100);
           if (t.unref) t.unref();
+          if (signal) signal.addEventListener('abort', done);
         });
       }
       try {
@@ -1099,6 +1112,7 @@ class Writes {
     this._pump();
   }
 
+  /** Stops replaying; resolves once the leadership is released (after a write in flight). */
   close() {
     this._closed = true;
     if (this._timer) clearTimeout(this._timer);
@@ -1110,6 +1124,7 @@ class Writes {
     if (this._onOnline) window.removeEventListener('online', this._onOnline);
     if (this._offAuth) this._offAuth();
     this.leader = false;
+    return Promise.resolve(this._lockDone).then(() => undefined);
   }
 
   // ------------------------------------------------------------ the local view
@@ -1486,8 +1501,8 @@ class Writes {
     const signal = this._abort ? this._abort.signal : undefined;
     // ENOENT: the cache's directory was removed while waiting for the lock.
     const swallow = (e) => { if (!this._closed && !(e && e.code === 'ENOENT')) console.error('edgebase: write queue leader election failed', e); };
-    if (locks) locks.request(lockName, { signal }, hold).catch(swallow);
-    else if (typeof a.lock === 'function') Promise.resolve(a.lock(lockName, hold, { signal })).catch(swallow);
+    if (locks) this._lockDone = locks.request(lockName, { signal }, hold).catch(swallow);
+    else if (typeof a.lock === 'function') this._lockDone = Promise.resolve(a.lock(lockName, hold, { signal })).catch(swallow);
     else hold();
   }
 

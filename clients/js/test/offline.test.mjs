@@ -109,7 +109,7 @@ test('a new client with the same cache serves the snapshot at once, then exactly
     const c1 = await w.db.set(base + '/c', { n: 3 });
     await ra.until((ev) => ev.length >= 2, 10000, 'the change of c');
     await a.flush();
-    a.close();
+    await a.close();
 
     // Written while no client of the cache runs.
     const expected = [];
@@ -145,7 +145,7 @@ test('a new client with the same cache serves the snapshot at once, then exactly
     assertOnceInOrder(rb.changes());
     assert.equal(rb.ofType('resumed')[0].revision >= u.revision, true);
     await b2.flush();
-    b2.close();
+    await b2.close();
 
     // A third client sees the cache equal to the server's state.
     const c3 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, persistence: 'file:' + dir });
@@ -156,8 +156,8 @@ test('a new client with the same cache serves the snapshot at once, then exactly
     const server = await w.db.list(base);
     assert.deepEqual(docsOf(r3.events[0]), server.documents.map((d) => [d.collection, d.data]));
     assert.deepEqual(docsOf(r3.events[0]), [[base + '/a', { n: 10 }], [base + '/c', { n: 30 }], [base + '/d', { n: 4 }], [base + '/e', { n: 5 }]]);
-    c3.close();
-    w.close();
+    await c3.close();
+    await w.close();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -183,7 +183,7 @@ test('a connection cut inside one revision: the cache resumes without a duplicat
     await ra.until((ev) => ev.filter((e) => e.type === 'change').length >= 1, 10000, 'the first change');
     await waitFor(() => a.realtime.status.state === 'disconnected', 10000, 'disconnected');
     await a.flush();
-    a.close();
+    await a.close();
     assert.equal(ra.changes().length, 1);
 
     const b2 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, ...fast, persistence: 'file:' + dir });
@@ -193,8 +193,8 @@ test('a connection cut inside one revision: the cache resumes without a duplicat
     assert.equal(rb.events[0].fromCache, true);
     assert.deepEqual(docsOf(rb.events[0]), [[base + '/x', { v: 1 }]]);
     assert.deepEqual(rb.changes().map(keyOf), [`${b.revision} ${base}/y set`, `${b.revision} ${base}/z set`]);
-    b2.close();
-    w.close();
+    await b2.close();
+    await w.close();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -253,7 +253,7 @@ test('offline reads: get and list answer from the cache with fromCache; uncached
     assert.equal(await off.db.get(base + '/a', { source: 'cache' }), null);
     assert.deepEqual((await off.db.get(base + '/b', { source: 'cache' })).data, { v: 2 });
     await rejectsWith(off.db.get(base + '/b', { source: 'server' }), 0, 'network_error');
-    for (const x of [c, off, cut, other.c]) x.close();
+    await Promise.all([c, off, cut, other.c].map((x) => x.close()));
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -270,7 +270,7 @@ test('the change log no longer reaches back: the cached subscription gets a rese
     const ra = record(a, base, { prefix: true });
     await ra.until((ev) => ev.length >= 1, 10000, 'snapshot');
     await a.flush();
-    a.close();
+    await a.close();
     await w.db.delete(base + '/a');
     const gone = await w.db.set(base + '/b', { v: 2 });
     await new Promise((res) => setTimeout(res, 2500)); // the changes are compacted away
@@ -286,7 +286,7 @@ test('the change log no longer reaches back: the cached subscription gets a rese
     assert.deepEqual(docsOf(rb.events[2]), [[base + '/b', { v: 2 }]]);
     assert.ok(rb.events[2].revision >= gone.revision);
     await b2.flush();
-    b2.close();
+    await b2.close();
 
     const c3 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, persistence: 'file:' + dir });
     const r3 = record(c3, base, { prefix: true });
@@ -294,8 +294,8 @@ test('the change log no longer reaches back: the cached subscription gets a rese
     assert.equal(r3.events[0].fromCache, true);
     assert.equal(r3.events[0].revision, rb.events[2].revision);
     assert.deepEqual(docsOf(r3.events[0]), [[base + '/b', { v: 2 }]]);
-    c3.close();
-    w.close();
+    await c3.close();
+    await w.close();
   } finally {
     await restartNode();
     await rm(dir, { recursive: true, force: true });
@@ -362,8 +362,48 @@ test('write queue: offline writes show at once, land in order on reconnect; a st
       const cached = await c.db.get(base + p, { source: 'cache' });
       assert.deepEqual([cached.data, cached.revision], [server.data, server.revision], p);
     }
-    c.close();
-    w.close();
+    await c.close();
+    await w.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a conflict survives a restart of the client: conflicts() lists it, and retry() from the new client lands', async () => {
+  const dir = await tempDir();
+  let offline = false;
+  const fetchCut = (...a) => (offline ? Promise.reject(new TypeError('Failed to fetch')) : fetch(...a));
+  try {
+    const { c, user, email } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: fetchCut });
+    const w = await writerFor(email);
+    const p = `users/${user.id}/survive`;
+    await w.db.set(p, { n: 1 });
+    const seen = await c.db.get(p);
+    offline = true;
+    c.db.set(p, { n: 2 }).catch(() => {});
+    await w.db.set(p, { n: 3 });
+    offline = false;
+    c.writes.replay();
+    await waitFor(async () => (await c.writes.conflicts()).length === 1, 10000, 'the conflict');
+    await c.flush();
+    await c.close();
+
+    const c2 = createClient({ url: env.url, projectId: env.projectId, apiKey: env.apiKey, WebSocket: WS, ...fast, persistence: 'file:' + dir });
+    await c2.auth.login(email, PASSWORD);
+    const cs = await c2.writes.conflicts();
+    assert.equal(cs.length, 1);
+    assert.equal(cs[0].path, p);
+    assert.equal(cs[0].write.ifMatch, seen.revision);
+    assert.deepEqual(cs[0].server.data, { n: 3 });
+    assert.deepEqual(cs[0].local.data, { n: 2 });
+    assert.equal((await c2.db.get(p, { source: 'cache' })).pendingWrites, true);
+    const r = await cs[0].retry();
+    assert.deepEqual(r.data, { n: 2 });
+    assert.deepEqual((await w.db.get(p)).data, { n: 2 });
+    assert.deepEqual(await c2.writes.pending(), []);
+    await rejectsWith(cs[0].discard(), 0, 'not_found');
+    await c2.close();
+    await w.close();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
