@@ -1765,13 +1765,46 @@ class Db {
    * startAfter?, select?, count?, collectionGroup?}.
    */
   async query(q, opts) {
+    const o = opts || {};
     const body = {};
     for (const k of ['collection', 'collectionGroup', 'where', 'orderBy', 'limit', 'startAfter', 'select', 'count']) {
       if (q && q[k] != null) body[k] = q[k];
     }
-    return (await this._c.request('POST', '/api/db/query', {
-      query: { consistency: opts && opts.consistency }, body, headers: readHeaders(opts), safe: true,
-    })).data;
+    const cache = this._c._cache;
+    const w = this._c.writes;
+    // With persistence the last answer of each query is cached; offline it
+    // is answered again (fromCache), its documents as the local view shows
+    // them: the query is not evaluated again on the client.
+    const key = 'qy:' + JSON.stringify(body);
+    const overlay = (res, extra) => (Array.isArray(res.documents)
+      ? { ...res, ...extra, documents: res.documents.map((d) => w.view(d.collection, d)).filter(Boolean) }
+      : { ...res, ...extra });
+    const fromCache = async () => {
+      await w.stored();
+      const hit = await cache.read(key);
+      return hit && typeof hit === 'object' ? overlay(hit, { fromCache: true }) : null;
+    };
+    if (cache && o.source === 'cache') {
+      const hit = await fromCache();
+      if (!hit) throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no answer of this query' });
+      return hit;
+    }
+    let res;
+    try {
+      res = (await this._c.request('POST', '/api/db/query', {
+        query: { consistency: o.consistency }, body, headers: readHeaders(o), safe: true,
+      })).data;
+    } catch (e) {
+      if (cache && e.status === 0 && o.source !== 'server') {
+        const hit = await fromCache().catch(() => null);
+        if (hit) return hit;
+      }
+      throw e;
+    }
+    if (!cache || !res || typeof res !== 'object') return res;
+    cache.write(() => cache.a.set(key, res));
+    if (!body.select) for (const d of res.documents || []) if (d && d.collection) cache.putDoc(d);
+    return overlay(res);
   }
 
   async getRules() {

@@ -408,3 +408,39 @@ test('a conflict survives a restart of the client: conflicts() lists it, and ret
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('db.query offline: the last answer of the query comes from the cache (fromCache), its documents as the local view shows them', async () => {
+  const dir = await tempDir();
+  let offline = false;
+  const fetchCut = (...a) => (offline ? Promise.reject(new TypeError('Failed to fetch')) : fetch(...a));
+  try {
+    const { c, user } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: fetchCut, retries: 0 });
+    const base = `users/${user.id}/orders`;
+    for (const [id, total] of [['o1', 10], ['o2', 40], ['o3', 70]]) await c.db.set(`${base}/${id}`, { total });
+    const q = { collection: base, where: [{ field: 'total', op: '>', value: 20 }], orderBy: [{ field: 'total' }] };
+    const online = await c.db.query(q);
+    assert.equal(online.fromCache, undefined);
+    assert.deepEqual(online.documents.map((d) => d.data.total), [40, 70]);
+    await rejectsWith(c.db.query({ ...q, limit: 1 }, { source: 'cache' }), 0, 'not_cached');
+
+    offline = true;
+    c.db.update(`${base}/o2`, { oldKey: 'total', value: 45 }).catch(() => {});
+    c.db.delete(`${base}/o3`).catch(() => {});
+    const off = await c.db.query(q);
+    assert.equal(off.fromCache, true);
+    assert.deepEqual(off.documents.map((d) => [d.collection, d.data.total, d.pendingWrites]), [[`${base}/o2`, 45, true]]);
+    // A query never answered throws the network error.
+    await rejectsWith(c.db.query({ ...q, limit: 1 }), 0, 'network_error');
+    // The documents of the answer are in the document cache too.
+    assert.deepEqual((await c.db.get(`${base}/o3`, { source: 'cache' })), null);
+    assert.equal((await c.db.get(`${base}/o2`, { source: 'cache' })).data.total, 45);
+
+    offline = false;
+    c.writes.replay();
+    await c.writes.settled();
+    assert.deepEqual((await c.db.query(q)).documents.map((d) => d.data.total), [45]);
+    await c.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
