@@ -526,6 +526,11 @@ export interface QueryPage<T = JSONObject> {
   documents: Document<T>[];
   /** Present while more results may follow. */
   nextCursor?: string;
+  /**
+   * With persistence: the query's last answer, from the cache (offline, or source: 'cache'),
+   * its documents as the local view shows them (the query is not evaluated again).
+   */
+  fromCache?: boolean;
 }
 
 /** A live query: a query without startAfter. */
@@ -598,7 +603,7 @@ export interface Db {
   delete(path: string, opts?: WriteOptions): Promise<{ deleted: true; revision: number }>;
   batch(writes: BatchWrite[]): Promise<BatchResult>;
   /** Counts the results the caller may read. */
-  query(q: Query & { count: true }, opts?: ReadOptions): Promise<{ count: number }>;
+  query(q: Query & { count: true }, opts?: ReadOptions): Promise<{ count: number; fromCache?: boolean }>;
   /** Runs a query: one page of results in the query's order, readable by the caller. */
   query<T = JSONObject>(q: Query, opts?: ReadOptions): Promise<QueryPage<T>>;
   /** Owner only. */
@@ -937,8 +942,11 @@ export interface EdgebaseClient {
   readonly projectId: string;
   /** Resolves when every write to the persistent cache asked for so far is stored (at once without persistence). */
   flush(): Promise<void>;
-  /** Closes the realtime connection; releases the write queue's leadership and the tabs' channel. */
-  close(): void;
+  /**
+   * Closes the realtime connection, releases the write queue's leadership and the tabs'
+   * channel; resolves once the cache is stored and the lock released.
+   */
+  close(): Promise<void>;
 }
 
 export function createClient(options: ClientOptions): EdgebaseClient;

@@ -381,6 +381,10 @@ export async function offline(): Promise<void> {
   const page = await c.db.list<Note>('notes', { source: 'cache', limit: 20 });
   const pageFromCache: boolean | undefined = page.fromCache;
   const pagePending: boolean | undefined = page.documents[0]?.pendingWrites;
+  const qOff = await c.db.query<Note>({ collection: 'notes', where: [{ field: 'done', op: '==', value: false }] }, { source: 'cache' });
+  const qFromCache: boolean | undefined = qOff.fromCache;
+  const qCount = await c.db.query({ collection: 'notes', count: true }, { source: 'default' });
+  const countFromCache: boolean | undefined = qCount.fromCache;
 
   // Writes: queued with a base, blind, or with an explicit ifMatch.
   const set = await c.db.set<Note>('notes/1', { title: 't', done: false });
@@ -463,6 +467,7 @@ export async function offline(): Promise<void> {
     }
   });
   sub.unsubscribe();
-  c.close();
+  await c.close();
+  void [qFromCache, countFromCache];
   void [forms, stored, many, fromCache, pendingDoc, pageFromCache, pagePending, setCreated, leader];
 }
