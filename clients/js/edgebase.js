@@ -949,6 +949,11 @@ class Cache {
   dropSub(key) { return this.write(() => this.a.delete('s:' + key)); }
 }
 
+/** Whether a browser says it has no network (navigator.onLine false); never in Node. */
+function browserOffline() {
+  return typeof navigator !== 'undefined' && navigator.onLine === false && typeof window !== 'undefined';
+}
+
 /** Deep equality of JSON values (key order ignored). */
 function jsonEqual(a, b) {
   if (a === b) return true;
@@ -1657,6 +1662,11 @@ class Db {
       return { known: !!d || w.touches(path), doc: v ? { ...v, fromCache: true } : null };
     };
     if (cache && o.source === 'cache') return (await fromCache()).doc;
+    if (cache && (!o.source || o.source === 'default') && browserOffline()) {
+      // The browser knows it is offline: the cache answers at once, without waiting out the retries.
+      const hit = await fromCache().catch(() => null);
+      if (hit && hit.known) return hit.doc;
+    }
     let doc;
     try {
       doc = (await this._read({ collection: path }, o)).data;
@@ -1699,6 +1709,10 @@ class Db {
       const hit = await fromCache();
       if (!hit) throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no such page of ' + path });
       return hit;
+    }
+    if (cache && (!o.source || o.source === 'default') && browserOffline()) {
+      const hit = await fromCache().catch(() => null);
+      if (hit) return hit;
     }
     let page;
     try {
@@ -1788,6 +1802,10 @@ class Db {
       const hit = await fromCache();
       if (!hit) throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no answer of this query' });
       return hit;
+    }
+    if (cache && (!o.source || o.source === 'default') && browserOffline()) {
+      const hit = await fromCache().catch(() => null);
+      if (hit) return hit;
     }
     let res;
     try {

@@ -289,10 +289,22 @@ func offline50(t *testing.T, e *offlineEnv) {
 			Object.values(app.view).filter((d) => d.pendingWrites && d.data.v === 1).length === 50;
 	})()`, nEvents), 5*time.Second)
 
-	// db.get answers from the cache (the network fails), with the local view.
+	// db.get answers from the cache with the local view, at once: the
+	// browser says it is offline (navigator.onLine), so no request is tried.
 	var got []*localDoc
 	b, _ := json.Marshal(paths)
+	var saysOffline bool
+	p.run("count the client's requests", `window.__fetch = client.fetch; window.__calls = 0;
+		client.fetch = (...a) => { window.__calls++; return window.__fetch(...a); }; return navigator.onLine === false`, &saysOffline)
+	if !saysOffline {
+		t.Fatal("navigator.onLine is not false while the network is emulated offline")
+	}
 	p.run("db.get the 50 offline", fmt.Sprintf(`return await Promise.all(%s.map((p) => client.db.get(p)))`, b), &got)
+	var calls int
+	p.run("the requests of the offline reads", `client.fetch = window.__fetch; return window.__calls`, &calls)
+	if calls != 0 {
+		t.Fatalf("the 50 offline db.get made %d requests; with navigator.onLine false the cache answers without one", calls)
+	}
 	for i, d := range got {
 		want := map[string]any{"n": i, "v": 1}
 		if d == nil || !d.FromCache || !d.PendingWrites || !sameJSON(d.Data, want) || d.Revision == nil || *d.Revision != rev0 {
