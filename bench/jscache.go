@@ -14,7 +14,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -107,21 +106,12 @@ func prepareJSCache(ctx context.Context, e *env) error {
 	if e.jsc != nil {
 		return nil
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		return errors.New("the JSC scenario needs node (Node.js >= 20) on PATH")
-	}
-	root, err := repoRoot(ctx)
+	root, err := needNode(ctx, "JSC")
 	if err != nil {
 		return err
 	}
-	for i := 0; i < e.o.jsDocs; i += 500 {
-		writes := make([]map[string]any, 0, 500)
-		for j := i; j < min(i+500, e.o.jsDocs); j++ {
-			writes = append(writes, map[string]any{"op": "set", "collection": fmt.Sprintf("%s/d%06d", jscDir, j), "data": jscDoc(e, j)})
-		}
-		if _, err := e.batch(ctx, writes); err != nil {
-			return fmt.Errorf("write the documents: %w", err)
-		}
+	if err := writeJSDocs(ctx, e, jscDir, func(j int) map[string]any { return jscDoc(e, j) }); err != nil {
+		return fmt.Errorf("write the documents: %w", err)
 	}
 	e.jsc = &jscState{root: root, script: filepath.Join(root, "bench", "js", "cachecost.mjs")}
 	return nil
@@ -129,15 +119,10 @@ func prepareJSCache(ctx context.Context, e *env) error {
 
 // node runs cachecost.mjs in mode and decodes its answer into v.
 func (s *jscState) node(ctx context.Context, e *env, mode, dir string, opens int, v any) error {
-	args := []string{"--expose-gc"}
-	if nodeMajor(ctx) < 22 {
-		args = append(args, "--experimental-websocket")
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append(args, s.script)...)
-	cmd.Env = append(os.Environ(), "EB_URL="+e.c.leader.url, "EB_PROJECT="+e.pr.ID, "EB_API_KEY="+e.pr.APIKey,
-		"EB_TOKEN="+e.pr.Token, "EB_PREFIX="+jscDir, "EB_MODE="+mode, "EB_DIR="+dir, "EB_OPENS="+strconv.Itoa(opens))
+	cmd := exec.CommandContext(ctx, "node", append(nodeArgs(ctx), s.script)...)
+	cmd.Env = nodeEnv(e, "EB_PREFIX="+jscDir, "EB_MODE="+mode, "EB_DIR="+dir, "EB_OPENS="+strconv.Itoa(opens))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

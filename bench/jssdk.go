@@ -90,31 +90,19 @@ func prepareJS(ctx context.Context, e *env) error {
 	if e.js != nil {
 		return nil
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		return errors.New("the JS scenario needs node (Node.js >= 20) on PATH")
-	}
-	root, err := repoRoot(ctx)
+	root, err := needNode(ctx, "JS")
 	if err != nil {
 		return err
 	}
-	for i := 0; i < e.o.jsDocs; i += 500 {
-		writes := make([]map[string]any, 0, 500)
-		for j := i; j < min(i+500, e.o.jsDocs); j++ {
-			writes = append(writes, map[string]any{"op": "set", "collection": fmt.Sprintf("%s/d%06d", jsMemDir, j),
-				"data": map[string]any{"title": fmt.Sprintf("document %d", j), "n": j, "v": json.RawMessage(e.value)}})
-		}
-		if _, err := e.batch(ctx, writes); err != nil {
-			return fmt.Errorf("write the memory documents: %w", err)
-		}
+	err = writeJSDocs(ctx, e, jsMemDir, func(j int) map[string]any {
+		return map[string]any{"title": fmt.Sprintf("document %d", j), "n": j, "v": json.RawMessage(e.value)}
+	})
+	if err != nil {
+		return fmt.Errorf("write the memory documents: %w", err)
 	}
 	script := filepath.Join(root, "bench", "js", "subscriber.mjs")
-	args := []string{"--expose-gc"}
-	if nodeMajor(ctx) < 22 {
-		args = append(args, "--experimental-websocket")
-	}
-	cmd := exec.Command("node", append(args, script)...)
-	cmd.Env = append(os.Environ(), "EB_URL="+e.c.leader.url, "EB_PROJECT="+e.pr.ID, "EB_API_KEY="+e.pr.APIKey,
-		"EB_TOKEN="+e.pr.Token, "EB_MEM_PREFIX="+jsMemDir)
+	cmd := exec.Command("node", append(nodeArgs(ctx), script)...)
+	cmd.Env = nodeEnv(e, "EB_MEM_PREFIX="+jsMemDir)
 	js := &jsState{cmd: cmd, stderr: &strings.Builder{}}
 	cmd.Stderr = js.stderr
 	if js.stdin, err = cmd.StdinPipe(); err != nil {
@@ -396,4 +384,45 @@ func summarizeJS(e *env, s *scenario, r *result) {
 		}
 		r.Notes = append(r.Notes, fmt.Sprintf("run %d ramp: %s", i+1, strings.Join(parts, "; ")))
 	}
+}
+
+// needNode checks that node is on PATH for scenario and answers the
+// repository's root, where the bench's scripts are.
+func needNode(ctx context.Context, scenario string) (string, error) {
+	if _, err := exec.LookPath("node"); err != nil {
+		return "", fmt.Errorf("the %s scenario needs node (Node.js >= 20) on PATH", scenario)
+	}
+	return repoRoot(ctx)
+}
+
+// writeJSDocs writes --js-docs documents dir/d000000, dir/d000001, ... with
+// data(i), in batches of 500.
+func writeJSDocs(ctx context.Context, e *env, dir string, data func(i int) map[string]any) error {
+	for i := 0; i < e.o.jsDocs; i += 500 {
+		writes := make([]map[string]any, 0, 500)
+		for j := i; j < min(i+500, e.o.jsDocs); j++ {
+			writes = append(writes, map[string]any{"op": "set", "collection": fmt.Sprintf("%s/d%06d", dir, j), "data": data(j)})
+		}
+		if _, err := e.batch(ctx, writes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeArgs are the flags of every bench script: gc for heap measurements,
+// WebSocket before Node 22.
+func nodeArgs(ctx context.Context) []string {
+	args := []string{"--expose-gc"}
+	if nodeMajor(ctx) < 22 {
+		args = append(args, "--experimental-websocket")
+	}
+	return args
+}
+
+// nodeEnv is the environment of a bench script: the leader and the
+// project's credentials, plus extra.
+func nodeEnv(e *env, extra ...string) []string {
+	env := append(os.Environ(), "EB_URL="+e.c.leader.url, "EB_PROJECT="+e.pr.ID, "EB_API_KEY="+e.pr.APIKey, "EB_TOKEN="+e.pr.Token)
+	return append(env, extra...)
 }

@@ -20,15 +20,9 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createClient, memoryAdapter } from '../../clients/js/edgebase.js';
+import { env, ownerStorage } from './env.mjs';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`missing ${k}`);
-  return v;
-};
-
-const session = JSON.stringify({ token: env('EB_TOKEN'), user: null });
-const storage = { getItem: () => session, setItem() {}, removeItem() {} };
+const storage = ownerStorage();
 const prefix = env('EB_PREFIX');
 const now = () => performance.now();
 const TIMEOUT = 120000;

@@ -19,15 +19,9 @@
 // it sent the write; lag is the time from then to this handler.
 import { createInterface } from 'node:readline';
 import { createClient } from '../../clients/js/edgebase.js';
+import { env, ownerStorage } from './env.mjs';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`missing ${k}`);
-  return v;
-};
-
-const session = JSON.stringify({ token: env('EB_TOKEN'), user: null });
-const storage = { getItem: () => session, setItem() {}, removeItem() {} };
+const storage = ownerStorage();
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 const now = () => performance.timeOrigin + performance.now();
 

@@ -949,6 +949,18 @@ class Cache {
   dropSub(key) { return this.write(() => this.a.delete('s:' + key)); }
 }
 
+/** An answer of list or query as the local view shows its documents, with extra fields. */
+function localAnswer(w, res, extra) {
+  return Array.isArray(res.documents)
+    ? { ...res, ...extra, documents: res.documents.map((d) => w.view(d.collection, d)).filter(Boolean) }
+    : { ...res, ...extra };
+}
+
+/** The rejection of a queued write's promise when its conflict is discarded. */
+function discardedError() {
+  return new EdgebaseError({ status: 412, code: 'precondition_failed', message: 'discarded' });
+}
+
 /** Whether a browser says it has no network (navigator.onLine false); never in Node. */
 function browserOffline() {
   return typeof navigator !== 'undefined' && navigator.onLine === false && typeof window !== 'undefined';
@@ -1391,14 +1403,7 @@ class Writes {
     this._cache.putDoc(doc || { collection: w.path, deleted: true, revision: rev || 0 });
     // The later writes of the path were made on top of this one: rebase them.
     const nb = w.op === 'delete' ? 0 : rev;
-    if (nb != null) {
-      for (const x of this._q) {
-        if (x === w || x.path !== w.path || x.state === 'conflict' || x.base !== w.base) continue;
-        if (x.ifMatch != null && x.ifMatch === x.base) x.ifMatch = nb;
-        x.base = nb;
-        await this._persist(x);
-      }
-    }
+    if (nb != null) await this._rebase(w, nb, false);
     await this._remove(w);
     this._confirm(w.path, rev);
     const result = answerOf(w, r);
@@ -1411,12 +1416,31 @@ class Writes {
     w.state = 'conflict';
     w.server = server || null;
     await this._persist(w);
-    const c = this._conflictOf(w);
     this._changed({ t: 'conflict', id: w.id });
+    this._announceConflict(w);
+  }
+
+  /** Fires 'conflict' for w and rejects its promise (if this tab holds it) with the conflict. */
+  _announceConflict(w) {
+    const c = this._conflictOf(w);
     this._emit('conflict', c);
     this._settle(w.id, (x) => x.reject(new EdgebaseError({
       status: 412, code: 'precondition_failed', message: 'the document changed since the revision this write was based on', conflict: c,
     })));
+  }
+
+  /**
+   * The later writes of w's path made on the same base were made on top of
+   * w: they move to base nb (and so does an ifMatch that was that base).
+   * With withConflicts, writes in conflict move too.
+   */
+  async _rebase(w, nb, withConflicts) {
+    for (const x of this._q) {
+      if (x === w || x.path !== w.path || x.base !== w.base || (x.state === 'conflict' && !withConflicts)) continue;
+      if (x.ifMatch != null && x.ifMatch === x.base) x.ifMatch = nb;
+      x.base = nb;
+      await this._persist(x);
+    }
   }
 
   async _reject(w, e) {
@@ -1452,7 +1476,7 @@ class Writes {
       await this._remove(w);
       this._local(w.path);
       this._changed({ t: 'discarded', id });
-      this._settle(id, (x) => x.reject(new EdgebaseError({ status: 412, code: 'precondition_failed', message: 'discarded' })));
+      this._settle(id, (x) => x.reject(discardedError()));
       this._checkSettled();
       return undefined;
     }
@@ -1469,12 +1493,7 @@ class Writes {
       delete w.field;
     }
     // Later writes of the path based on the same revision follow it onto the server's version.
-    for (const x of this._q) {
-      if (x === w || x.path !== w.path || x.base !== w.base) continue;
-      if (x.ifMatch != null && x.ifMatch === x.base) x.ifMatch = nb;
-      x.base = nb;
-      await this._persist(x);
-    }
+    await this._rebase(w, nb, true);
     w.ifMatch = nb;
     w.base = nb;
     w.state = 'queued';
@@ -1520,7 +1539,7 @@ class Writes {
         console.error('edgebase: write queue broadcast failed', e);
       }
     }
-    this._emit('change', { pending: this._q.length, conflicts: this._q.filter((w) => w.state === 'conflict').length });
+    this._emit('change', this._counts());
     this._checkSettled();
   }
 
@@ -1550,20 +1569,16 @@ class Writes {
         break;
       }
       case 'conflict':
-        if (w) {
-          const c = this._conflictOf(w);
-          this._emit('conflict', c);
-          this._settle(msg.id, (x) => x.reject(new EdgebaseError({ status: 412, code: 'precondition_failed', message: 'the document changed since the revision this write was based on', conflict: c })));
-        }
+        if (w) this._announceConflict(w);
         break;
       case 'discarded':
-        this._settle(msg.id, (x) => x.reject(new EdgebaseError({ status: 412, code: 'precondition_failed', message: 'discarded' })));
+        this._settle(msg.id, (x) => x.reject(discardedError()));
         break;
       default:
         break;
     }
     for (const p of paths) this._local(p);
-    this._emit('change', { pending: this._q.length, conflicts: this._q.filter((x) => x.state === 'conflict').length });
+    this._emit('change', this._counts());
     this._checkSettled();
     if (this.leader) this._pump();
   }
@@ -1593,6 +1608,11 @@ class Writes {
   }
 
   // ------------------------------------------------------------ events
+
+  /** The 'change' event: how many writes are queued, and how many of them in conflict. */
+  _counts() {
+    return { pending: this._q.length, conflicts: this._q.filter((w) => w.state === 'conflict').length };
+  }
 
   _emit(type, ev) {
     for (const cb of [...this._cbs[type]]) emit(cb, ev);
@@ -1655,36 +1675,28 @@ class Db {
     const o = opts || {};
     const cache = this._c._cache;
     const w = this._c.writes;
+    // undefined: the cache knows nothing of path.
     const fromCache = async () => {
-      await w._loaded;
+      await w.stored();
       const d = await cache.getDoc(path);
+      if (!d && !w.touches(path)) return undefined;
       const v = w.view(path, d && !d.deleted ? d : null);
-      return { known: !!d || w.touches(path), doc: v ? { ...v, fromCache: true } : null };
+      return v ? { ...v, fromCache: true } : null;
     };
-    if (cache && o.source === 'cache') return (await fromCache()).doc;
-    if (cache && (!o.source || o.source === 'default') && browserOffline()) {
-      // The browser knows it is offline: the cache answers at once, without waiting out the retries.
-      const hit = await fromCache().catch(() => null);
-      if (hit && hit.known) return hit.doc;
-    }
-    let doc;
-    try {
-      doc = (await this._read({ collection: path }, o)).data;
-    } catch (e) {
-      if (e.status === 404 && e.code === 'not_found') {
+    return this._withCache(o, fromCache, async () => {
+      let doc;
+      try {
+        doc = (await this._read({ collection: path }, o)).data;
+      } catch (e) {
+        if (e.status !== 404 || e.code !== 'not_found') throw e;
         if (!cache) return null;
         cache.putDoc({ collection: path, deleted: true, revision: 0 }, true);
         return w.view(path, null);
       }
-      if (cache && e.status === 0 && o.source !== 'server') {
-        const hit = await fromCache().catch(() => null);
-        if (hit && hit.known) return hit.doc;
-      }
-      throw e;
-    }
-    if (!cache || !doc || typeof doc !== 'object') return doc;
-    cache.putDoc(doc);
-    return w.view(path, doc);
+      if (!cache || !doc || typeof doc !== 'object') return doc;
+      cache.putDoc(doc);
+      return w.view(path, doc);
+    }, () => null);
   }
 
   /**
@@ -1695,39 +1707,52 @@ class Db {
   async list(path, opts) {
     const o = opts || {};
     const cache = this._c._cache;
-    const w = this._c.writes;
     const key = 'l:' + JSON.stringify([path, o.limit == null ? null : o.limit, o.pageToken == null ? null : o.pageToken]);
-    const overlay = (page, extra) => ({
-      ...page, ...extra, documents: (page.documents || []).map((d) => w.view(d.collection, d)).filter(Boolean),
+    return this._withCache(o, () => this._cachedAnswer(key), async () => {
+      const page = (await this._read({ collection: path, list: 'true', limit: o.limit, pageToken: o.pageToken }, o)).data;
+      if (!cache || !page || typeof page !== 'object') return page;
+      cache.write(() => cache.a.set(key, page));
+      for (const d of page.documents || []) if (d && d.collection) cache.putDoc(d);
+      return localAnswer(this._c.writes, page);
+    }, () => {
+      throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no such page of ' + path });
     });
-    const fromCache = async () => {
-      await w._loaded;
-      const hit = await cache.read(key);
-      return hit && typeof hit === 'object' ? overlay(hit, { fromCache: true }) : null;
-    };
-    if (cache && o.source === 'cache') {
+  }
+
+  /**
+   * A read with persistence around online(): source 'cache' answers
+   * fromCache() alone (undefined: the cache cannot answer, then missing());
+   * the default answers from the cache at once while the browser says it is
+   * offline, without waiting out the retries, and after a network failure;
+   * 'server' never uses the cache. Without persistence: online().
+   */
+  async _withCache(o, fromCache, online, missing) {
+    if (!this._c._cache) return online();
+    if (o.source === 'cache') {
       const hit = await fromCache();
-      if (!hit) throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no such page of ' + path });
-      return hit;
+      return hit === undefined ? missing() : hit;
     }
-    if (cache && (!o.source || o.source === 'default') && browserOffline()) {
-      const hit = await fromCache().catch(() => null);
-      if (hit) return hit;
+    if ((!o.source || o.source === 'default') && browserOffline()) {
+      const hit = await fromCache().catch(() => undefined);
+      if (hit !== undefined) return hit;
     }
-    let page;
     try {
-      page = (await this._read({ collection: path, list: 'true', limit: o.limit, pageToken: o.pageToken }, o)).data;
+      return await online();
     } catch (e) {
-      if (cache && e.status === 0 && o.source !== 'server') {
-        const hit = await fromCache().catch(() => null);
-        if (hit) return hit;
+      if (e.status === 0 && o.source !== 'server') {
+        const hit = await fromCache().catch(() => undefined);
+        if (hit !== undefined) return hit;
       }
       throw e;
     }
-    if (!cache || !page || typeof page !== 'object') return page;
-    cache.write(() => cache.a.set(key, page));
-    for (const d of page.documents || []) if (d && d.collection) cache.putDoc(d);
-    return overlay(page);
+  }
+
+  /** The answer of a list or query cached under key, as the local view shows it (fromCache), or undefined. */
+  async _cachedAnswer(key) {
+    const w = this._c.writes;
+    await w.stored();
+    const hit = await this._c._cache.read(key);
+    return hit && typeof hit === 'object' ? localAnswer(w, hit, { fromCache: true }) : undefined;
   }
 
   /** Creates or replaces the document; `created` says which. */
@@ -1785,44 +1810,21 @@ class Db {
       if (q && q[k] != null) body[k] = q[k];
     }
     const cache = this._c._cache;
-    const w = this._c.writes;
     // With persistence the last answer of each query is cached; offline it
     // is answered again (fromCache), its documents as the local view shows
     // them: the query is not evaluated again on the client.
     const key = 'qy:' + JSON.stringify(body);
-    const overlay = (res, extra) => (Array.isArray(res.documents)
-      ? { ...res, ...extra, documents: res.documents.map((d) => w.view(d.collection, d)).filter(Boolean) }
-      : { ...res, ...extra });
-    const fromCache = async () => {
-      await w.stored();
-      const hit = await cache.read(key);
-      return hit && typeof hit === 'object' ? overlay(hit, { fromCache: true }) : null;
-    };
-    if (cache && o.source === 'cache') {
-      const hit = await fromCache();
-      if (!hit) throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no answer of this query' });
-      return hit;
-    }
-    if (cache && (!o.source || o.source === 'default') && browserOffline()) {
-      const hit = await fromCache().catch(() => null);
-      if (hit) return hit;
-    }
-    let res;
-    try {
-      res = (await this._c.request('POST', '/api/db/query', {
+    return this._withCache(o, () => this._cachedAnswer(key), async () => {
+      const res = (await this._c.request('POST', '/api/db/query', {
         query: { consistency: o.consistency }, body, headers: readHeaders(o), safe: true,
       })).data;
-    } catch (e) {
-      if (cache && e.status === 0 && o.source !== 'server') {
-        const hit = await fromCache().catch(() => null);
-        if (hit) return hit;
-      }
-      throw e;
-    }
-    if (!cache || !res || typeof res !== 'object') return res;
-    cache.write(() => cache.a.set(key, res));
-    if (!body.select) for (const d of res.documents || []) if (d && d.collection) cache.putDoc(d);
-    return overlay(res);
+      if (!cache || !res || typeof res !== 'object') return res;
+      cache.write(() => cache.a.set(key, res));
+      if (!body.select) for (const d of res.documents || []) if (d && d.collection) cache.putDoc(d);
+      return localAnswer(this._c.writes, res);
+    }, () => {
+      throw new EdgebaseError({ code: 'not_cached', message: 'the cache holds no answer of this query' });
+    });
   }
 
   async getRules() {

@@ -42,27 +42,47 @@ func chromiumPath() string {
 // cut it drops every open connection (WebSockets included) and answers 503,
 // so the page loses its connection while the node keeps accepting writes.
 type cutProxy struct {
-	srv *httptest.Server
+	srv   *httptest.Server
+	conns connTracker
 
+	mu  sync.Mutex
+	cut bool
+}
+
+// connTracker remembers every connection a server accepted (hijacked ones
+// too), so that a test can drop them all at once.
+type connTracker struct {
 	mu    sync.Mutex
-	cut   bool
 	conns []net.Conn
 }
 
-// trackingListener remembers every accepted connection, hijacked ones too.
-type trackingListener struct {
-	net.Listener
-	p *cutProxy
+// listen wraps l so that every connection it accepts is tracked.
+func (c *connTracker) listen(l net.Listener) net.Listener { return trackedListener{Listener: l, c: c} }
+
+// closeAll closes every connection accepted so far.
+func (c *connTracker) closeAll() {
+	c.mu.Lock()
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	for _, conn := range conns {
+		_ = conn.Close()
+	}
 }
 
-func (l trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
+type trackedListener struct {
+	net.Listener
+	c *connTracker
+}
+
+func (l trackedListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
 	if err == nil {
-		l.p.mu.Lock()
-		l.p.conns = append(l.p.conns, c)
-		l.p.mu.Unlock()
+		l.c.mu.Lock()
+		l.c.conns = append(l.c.conns, conn)
+		l.c.mu.Unlock()
 	}
-	return c, err
+	return conn, err
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -85,7 +105,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 		}
 		rp.ServeHTTP(w, r)
 	}))
-	p.srv.Listener = trackingListener{Listener: p.srv.Listener, p: p}
+	p.srv.Listener = p.conns.listen(p.srv.Listener)
 	p.srv.Start()
 	t.Cleanup(p.close)
 	return p
@@ -95,15 +115,9 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 func (p *cutProxy) setCut(cut bool) {
 	p.mu.Lock()
 	p.cut = cut
-	conns := p.conns
-	if cut {
-		p.conns = nil
-	}
 	p.mu.Unlock()
 	if cut {
-		for _, c := range conns {
-			_ = c.Close()
-		}
+		p.conns.closeAll()
 	}
 }
 

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -40,19 +38,7 @@ func startOneNode(t *testing.T, ctx context.Context) *sdkNode {
 	if err != nil {
 		t.Fatalf("edgebase binary: %v", err)
 	}
-	httpPort, raftPort := proctest.FreePort(t), proctest.FreePort(t)
-	u := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	n := &sdkNode{url: u, Proc: &proctest.Proc{ID: "n1", Bin: bin, LogPath: filepath.Join(base, "n1.log"),
-		Env: []string{"EDGEBASE_SECRET_KEY=" + sdkSecretKey}, Args: []string{"serve",
-			"--node-id", "n1",
-			"--data-dir", filepath.Join(base, "n1"),
-			"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
-			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", raftPort),
-			"--advertise-http", u,
-			"--advertise-raft", fmt.Sprintf("127.0.0.1:%d", raftPort),
-			"--admin-token", sdkAdminToken,
-			"--cluster-secret", sdkClusterSecret,
-		}}}
+	n := newSDKNode(t, bin, base, "n1")
 	t.Cleanup(func() {
 		n.KillIfRunning()
 		if t.Failed() {
@@ -74,13 +60,13 @@ func startOneNode(t *testing.T, ctx context.Context) *sdkNode {
 // test act (kill the node) once the node answered, and never passes the
 // answer on: the write is applied, the browser does not know.
 type faultProxy struct {
-	srv *httptest.Server
-	rp  *httputil.ReverseProxy
+	srv   *httptest.Server
+	rp    *httputil.ReverseProxy
+	conns connTracker
 
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-	lose  *lostWrite
+	mu   sync.Mutex
+	cut  bool
+	lose *lostWrite
 }
 
 // lostWrite is one armed loseNextWrite.
@@ -97,21 +83,6 @@ type lostAnswer struct {
 	Body           string
 }
 
-type proxyListener struct {
-	net.Listener
-	p *faultProxy
-}
-
-func (l proxyListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.p.mu.Lock()
-		l.p.conns = append(l.p.conns, c)
-		l.p.mu.Unlock()
-	}
-	return c, err
-}
-
 func newFaultProxy(t *testing.T, target string) *faultProxy {
 	t.Helper()
 	u, err := url.Parse(target)
@@ -121,7 +92,7 @@ func newFaultProxy(t *testing.T, target string) *faultProxy {
 	p := &faultProxy{rp: httputil.NewSingleHostReverseProxy(u)}
 	p.rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { dropConn(w) }
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
-	p.srv.Listener = proxyListener{Listener: p.srv.Listener, p: p}
+	p.srv.Listener = p.conns.listen(p.srv.Listener)
 	p.srv.Start()
 	t.Cleanup(func() {
 		p.mu.Lock()
@@ -179,15 +150,9 @@ func dropConn(w http.ResponseWriter) {
 func (p *faultProxy) setCut(cut bool) {
 	p.mu.Lock()
 	p.cut = cut
-	conns := p.conns
-	if cut {
-		p.conns = nil
-	}
 	p.mu.Unlock()
-	for _, c := range conns {
-		if cut {
-			_ = c.Close()
-		}
+	if cut {
+		p.conns.closeAll()
 	}
 }
 

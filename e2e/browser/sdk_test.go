@@ -70,18 +70,8 @@ func startProcCluster(t *testing.T, ctx context.Context, opts procClusterOptions
 		if i > 3 {
 			id = fmt.Sprintf("e%d", i-3)
 		}
-		httpPort, raftPort := proctest.FreePort(t), proctest.FreePort(t)
-		u := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-		p := &proctest.Proc{ID: id, Bin: bin, LogPath: filepath.Join(base, id+".log"), Env: []string{"EDGEBASE_SECRET_KEY=" + sdkSecretKey}, Args: []string{"serve",
-			"--node-id", id,
-			"--data-dir", filepath.Join(base, id),
-			"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
-			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", raftPort),
-			"--advertise-http", u,
-			"--advertise-raft", fmt.Sprintf("127.0.0.1:%d", raftPort),
-			"--admin-token", sdkAdminToken,
-			"--cluster-secret", sdkClusterSecret,
-		}}
+		n := newSDKNode(t, bin, base, id)
+		p := n.Proc
 		if i > 1 {
 			p.Args = append(p.Args, "--join", nodes[0].url)
 		}
@@ -89,7 +79,7 @@ func startProcCluster(t *testing.T, ctx context.Context, opts procClusterOptions
 			p.Args = append(p.Args, "--edge")
 		}
 		p.Args = append(p.Args, opts.Args...)
-		nodes = append(nodes, &sdkNode{Proc: p, url: u})
+		nodes = append(nodes, n)
 	}
 	t.Cleanup(func() {
 		for _, n := range nodes {
@@ -133,6 +123,26 @@ func startProcCluster(t *testing.T, ctx context.Context, opts procClusterOptions
 		return nil
 	})
 	return nodes[:3], nodes[3:]
+}
+
+// newSDKNode is node id of a process cluster, its data and log under base,
+// on free loopback ports, with the tests' secrets; not started. A voter
+// bootstraps alone unless its Args get a --join.
+func newSDKNode(t *testing.T, bin, base, id string) *sdkNode {
+	t.Helper()
+	httpPort, raftPort := proctest.FreePort(t), proctest.FreePort(t)
+	u := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	return &sdkNode{url: u, Proc: &proctest.Proc{ID: id, Bin: bin, LogPath: filepath.Join(base, id+".log"),
+		Env: []string{"EDGEBASE_SECRET_KEY=" + sdkSecretKey}, Args: []string{"serve",
+			"--node-id", id,
+			"--data-dir", filepath.Join(base, id),
+			"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
+			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", raftPort),
+			"--advertise-http", u,
+			"--advertise-raft", fmt.Sprintf("127.0.0.1:%d", raftPort),
+			"--admin-token", sdkAdminToken,
+			"--cluster-secret", sdkClusterSecret,
+		}}}
 }
 
 // waitReady polls /readyz of n until it answers 200 (setup: a generous bound).

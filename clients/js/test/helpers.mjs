@@ -2,6 +2,9 @@
 // node and passes where it is in the environment.
 import assert from 'node:assert/strict';
 import { createHmac, randomBytes } from 'node:crypto';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createClient, EdgebaseError } from '../edgebase.js';
 import { NodeWebSocket } from './wsshim.mjs';
 
@@ -192,6 +195,37 @@ export function record(c, path, opts = {}) {
     ofType: (t) => events.filter((e) => e.type === t),
     until: (pred, ms, what) => waitFor(() => pred(events), ms, what),
   };
+}
+
+/** Reconnect backoff short enough for tests (ms). */
+export const fast = { minBackoff: 50, maxBackoff: 400 };
+
+/** The (revision, collection, changeType) of change events, for comparing sequences. */
+export const keyOf = (e) => `${e.revision} ${e.collection} ${e.changeType}`;
+
+/** A second signed-in client of the same user, without persistence: the writer, and the oracle of the server's state. */
+export async function writerFor(email) {
+  const w = client();
+  await w.auth.login(email, PASSWORD);
+  return w;
+}
+
+/** Fails unless changes holds no (revision, collection) twice and revisions never go down. */
+export function assertOnceInOrder(changes) {
+  const seen = new Set();
+  let last = 0;
+  for (const e of changes) {
+    const k = e.revision + ' ' + e.collection;
+    assert.ok(!seen.has(k), `duplicate change ${k}`);
+    seen.add(k);
+    assert.ok(e.revision >= last, `revision ${e.revision} after ${last}`);
+    last = e.revision;
+  }
+}
+
+/** A new temporary directory for a file cache. */
+export function tempDir(prefix = 'edgebase-cache-') {
+  return mkdtemp(join(tmpdir(), prefix));
 }
 
 export { assert, createClient, EdgebaseError };

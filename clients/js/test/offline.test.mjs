@@ -3,42 +3,22 @@
 // answered from the cache when the network is down; with the file adapter,
 // against a real node.
 import { test } from 'node:test';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
-  assert, client, controlledWebSocket, createClient, env, EdgebaseError, newUser, PASSWORD, record, rejectsWith, restartNode, waitFor, WS,
+  assert, assertOnceInOrder, client, controlledWebSocket, createClient, env, EdgebaseError, fast, keyOf, newUser, PASSWORD, record, rejectsWith,
+  restartNode, tempDir, waitFor, writerFor, WS,
 } from './helpers.mjs';
 import { fileAdapter, memoryAdapter } from '../edgebase.js';
 
-const fast = { minBackoff: 50, maxBackoff: 400 };
-
-const keyOf = (e) => `${e.revision} ${e.collection} ${e.changeType}`;
-
-async function tempDir() {
-  return mkdtemp(join(tmpdir(), 'edgebase-cache-'));
-}
-
-async function writerFor(email) {
-  const w = client();
-  await w.auth.login(email, PASSWORD);
-  return w;
-}
-
-/** Fails unless no (revision, collection) comes twice and revisions never go down. */
-function assertOnceInOrder(changes) {
-  const seen = new Set();
-  let last = 0;
-  for (const e of changes) {
-    const k = e.revision + ' ' + e.collection;
-    assert.ok(!seen.has(k), `duplicate change ${k}`);
-    seen.add(k);
-    assert.ok(e.revision >= last, `revision ${e.revision} after ${last}`);
-    last = e.revision;
-  }
-}
-
 const docsOf = (ev) => ev.documents.map((d) => [d.collection, d.data]);
+
+/** A fetch the test cuts: while offline is true it fails as a browser's does offline. */
+function cuttable() {
+  const net = { offline: false };
+  net.fetch = (...a) => (net.offline ? Promise.reject(new TypeError('Failed to fetch')) : fetch(...a));
+  return net;
+}
 
 test('adapters: memory and file keep JSON values, list keys by prefix, delete; long keys work', async () => {
   const dir = await tempDir();
@@ -304,10 +284,9 @@ test('the change log no longer reaches back: the cached subscription gets a rese
 
 test('write queue: offline writes show at once, land in order on reconnect; a stale base is a conflict resolved by retry or discard', async () => {
   const dir = await tempDir();
-  let offline = false;
-  const fetchCut = (...a) => (offline ? Promise.reject(new TypeError('Failed to fetch')) : fetch(...a));
+  const net = cuttable();
   try {
-    const { c, user, email } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: fetchCut });
+    const { c, user, email } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: net.fetch });
     const w = await writerFor(email);
     const base = `users/${user.id}/q`;
     await w.db.set(base + '/a', { n: 1 });
@@ -316,7 +295,7 @@ test('write queue: offline writes show at once, land in order on reconnect; a st
     assert.equal((await c.db.get(base + '/b')).data.n, 1);
     assert.equal(c.writes.leader, true);
 
-    offline = true;
+    net.offline = true;
     const events = { acked: [], conflict: [] };
     c.writes.on('acked', (e) => events.acked.push(e));
     c.writes.on('conflict', (e) => events.conflict.push(e));
@@ -337,7 +316,7 @@ test('write queue: offline writes show at once, land in order on reconnect; a st
     // Someone else changes b meanwhile.
     await w.db.set(base + '/b', { n: 100 });
 
-    offline = false;
+    net.offline = false;
     c.writes.replay();
     const r1 = await pa1;
     const r2 = await pa2;
@@ -371,18 +350,17 @@ test('write queue: offline writes show at once, land in order on reconnect; a st
 
 test('a conflict survives a restart of the client: conflicts() lists it, and retry() from the new client lands', async () => {
   const dir = await tempDir();
-  let offline = false;
-  const fetchCut = (...a) => (offline ? Promise.reject(new TypeError('Failed to fetch')) : fetch(...a));
+  const net = cuttable();
   try {
-    const { c, user, email } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: fetchCut });
+    const { c, user, email } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: net.fetch });
     const w = await writerFor(email);
     const p = `users/${user.id}/survive`;
     await w.db.set(p, { n: 1 });
     const seen = await c.db.get(p);
-    offline = true;
+    net.offline = true;
     c.db.set(p, { n: 2 }).catch(() => {});
     await w.db.set(p, { n: 3 });
-    offline = false;
+    net.offline = false;
     c.writes.replay();
     await waitFor(async () => (await c.writes.conflicts()).length === 1, 10000, 'the conflict');
     await c.flush();
@@ -411,10 +389,9 @@ test('a conflict survives a restart of the client: conflicts() lists it, and ret
 
 test('db.query offline: the last answer of the query comes from the cache (fromCache), its documents as the local view shows them', async () => {
   const dir = await tempDir();
-  let offline = false;
-  const fetchCut = (...a) => (offline ? Promise.reject(new TypeError('Failed to fetch')) : fetch(...a));
+  const net = cuttable();
   try {
-    const { c, user } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: fetchCut, retries: 0 });
+    const { c, user } = await newUser({ ...fast, persistence: 'file:' + dir, fetch: net.fetch, retries: 0 });
     const base = `users/${user.id}/orders`;
     for (const [id, total] of [['o1', 10], ['o2', 40], ['o3', 70]]) await c.db.set(`${base}/${id}`, { total });
     const q = { collection: base, where: [{ field: 'total', op: '>', value: 20 }], orderBy: [{ field: 'total' }] };
@@ -423,7 +400,7 @@ test('db.query offline: the last answer of the query comes from the cache (fromC
     assert.deepEqual(online.documents.map((d) => d.data.total), [40, 70]);
     await rejectsWith(c.db.query({ ...q, limit: 1 }, { source: 'cache' }), 0, 'not_cached');
 
-    offline = true;
+    net.offline = true;
     c.db.update(`${base}/o2`, { oldKey: 'total', value: 45 }).catch(() => {});
     c.db.delete(`${base}/o3`).catch(() => {});
     const off = await c.db.query(q);
@@ -435,7 +412,7 @@ test('db.query offline: the last answer of the query comes from the cache (fromC
     assert.deepEqual((await c.db.get(`${base}/o3`, { source: 'cache' })), null);
     assert.equal((await c.db.get(`${base}/o2`, { source: 'cache' })).data.total, 45);
 
-    offline = false;
+    net.offline = false;
     c.writes.replay();
     await c.writes.settled();
     assert.deepEqual((await c.db.query(q)).documents.map((d) => d.data.total), [45]);

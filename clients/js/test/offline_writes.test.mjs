@@ -4,18 +4,11 @@
 // and then throw: the answer was lost) and a WebSocket wrapper.
 import { test } from 'node:test';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import {
-  assert, client, createClient, env, EdgebaseError, owner, PASSWORD, record, rejectsWith, restartNode, unique, waitFor, WS,
+  assert, client, createClient, env, EdgebaseError, fast, owner, PASSWORD, record, rejectsWith, restartNode, tempDir, unique, waitFor,
+  writerFor, WS,
 } from './helpers.mjs';
-
-const fast = { minBackoff: 50, maxBackoff: 400 };
-
-async function tempDir() {
-  return mkdtemp(join(tmpdir(), 'edgebase-writes-'));
-}
 
 /** Removes dir, again while a closed client's last cache write may still land in it; never throws. */
 async function removeDir(dir) {
@@ -184,13 +177,6 @@ function persisted(dir, storage, net, extra = {}) {
   });
 }
 
-/** A second client of the same user without persistence: "someone else" and the oracle of the server's state. */
-async function writerFor(email) {
-  const w = client();
-  await w.auth.login(email, PASSWORD);
-  return w;
-}
-
 /** Fails after ms unless p settles. */
 function within(p, ms, what) {
   let t;
@@ -241,7 +227,7 @@ async function assertCacheIsServer(c, w, paths) {
 
 /** One client on a fresh file cache, its network, a writer of the same user, and a base path. */
 async function setup(name) {
-  const dir = await tempDir();
+  const dir = await tempDir('edgebase-writes-');
   const storage = sharedSessionStore();
   const { email, user } = await register(storage);
   const net = network();
@@ -258,7 +244,7 @@ async function setup(name) {
     },
     /** Another cache dir, removed by done(). */
     async tempDir() {
-      const d = await tempDir();
+      const d = await tempDir('edgebase-writes-');
       dirs.push(d);
       return d;
     },

@@ -1,32 +1,7 @@
 import { test } from 'node:test';
 import {
-  assert, client, controlledWebSocket, newUser, owner, PASSWORD, record, restartNode, waitFor,
+  assert, assertOnceInOrder, controlledWebSocket, fast, keyOf, newUser, owner, PASSWORD, record, restartNode, waitFor, writerFor,
 } from './helpers.mjs';
-
-const fast = { minBackoff: 50, maxBackoff: 400 };
-
-/** The (revision, collection, changeType) of change events, for comparing sequences. */
-const keyOf = (e) => `${e.revision} ${e.collection} ${e.changeType}`;
-
-/** A second signed-in client of the same user: the writer. */
-async function writerFor(email) {
-  const w = client();
-  await w.auth.login(email, PASSWORD);
-  return w;
-}
-
-/** Fails unless changes holds no (revision, collection) twice and revisions never go down. */
-function assertOnceInOrder(changes) {
-  const seen = new Set();
-  let last = 0;
-  for (const e of changes) {
-    const k = e.revision + ' ' + e.collection;
-    assert.ok(!seen.has(k), `duplicate change ${k}`);
-    seen.add(k);
-    assert.ok(e.revision >= last, `revision ${e.revision} after ${last}`);
-    last = e.revision;
-  }
-}
 
 test('subscribe: snapshot, then every change once, batches at one revision; unsubscribe', async () => {
   const { c, user, email } = await newUser(fast);
