@@ -218,6 +218,41 @@ func (p *page) waitFor(what, expr string, timeout time.Duration) string {
 	return fmt.Sprint(v)
 }
 
+// load navigates to url and waits until the JavaScript expression ready is
+// truthy. When the page did not start and Chromium logged
+// net::ERR_NETWORK_CHANGED (the host's network changed while it loaded, as
+// when Docker makes a bridge for another package's tests: a module import
+// fails and the page never starts), it loads the page once more.
+func (p *page) load(what, url, ready string, timeout time.Duration) {
+	p.t.Helper()
+	for attempt := 1; ; attempt++ {
+		p.do(what, chromedp.Navigate(url))
+		ctx, cancel := context.WithTimeout(p.ctx, timeout+5*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[any](ready,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(timeout)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt > 1 || !p.consoleHas("ERR_NETWORK_CHANGED") {
+			p.t.Fatalf("waiting for %s (%v): %v\n%s", what, timeout, err, p.state())
+		}
+		p.t.Logf("%s: the page did not start after net::ERR_NETWORK_CHANGED; loading it again", what)
+	}
+}
+
+// consoleHas says whether a line of the browser's console contains s.
+func (p *page) consoleHas(s string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, line := range p.console {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // eval evaluates a boolean JavaScript expression once.
 func (p *page) eval(expr string) bool {
 	p.t.Helper()

@@ -139,8 +139,7 @@ func startConsoleEnv(t *testing.T) *consoleEnv {
 	e.tab = openBrowserFor(t, bin, 20*time.Minute)
 	e.tab.stateExpr = consoleState
 	e.tab.do("the desktop viewport", chromedp.EmulateViewport(1280, 800))
-	e.tab.do("open the console", chromedp.Navigate(e.consoleNode.url+"/_/"))
-	e.tab.waitFor("the console's first page", `!!document.querySelector('#main h1')`, 20*time.Second)
+	e.tab.load("the console's first page", e.consoleNode.url+"/_/", `!!document.querySelector('#main h1')`, 20*time.Second)
 	return e
 }
 
