@@ -858,6 +858,129 @@ export interface Push {
   sendToTopic(topic: string, n: Message): Promise<Sent>;
 }
 
+export type TriggerEventType = 'create' | 'update' | 'delete';
+
+/** Signed POSTs of each event to url (Edgebase-Signature: t=<unix s>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>). */
+export interface WebhookAction {
+  url: string;
+  /** Optional on put (the server makes one, answered once); never answered again. */
+  secret?: string;
+  /** The secret's last 4 characters (answers only). */
+  secretHint?: string;
+  /** Extra request headers. */
+  headers?: Record<string, string>;
+}
+
+/** A notification through the push pipeline (preferences, quiet hours, the push switch apply). */
+export interface PushTriggerAction {
+  to: 'user' | 'topic' | 'project';
+  /** CEL giving the user id (to: user). */
+  userIdFrom?: string;
+  /** Template giving the topic (to: topic). */
+  topic?: string;
+  /** Templates: text with {{ expr }} parts. */
+  title: string;
+  body: string;
+  data?: Record<string, string>;
+  category?: string;
+}
+
+/** A derived write, as one write of db.batch; collection and string values are templates. */
+export interface WriteTriggerAction {
+  op: 'set' | 'update' | 'delete' | 'deleteField' | 'increment' | 'serverTimestamp' | 'arrayUnion' | 'arrayRemove';
+  collection: string;
+  data?: JSONObject;
+  oldKey?: string;
+  newKey?: string;
+  value?: JSONValue;
+  type?: FieldType;
+  field?: string;
+  by?: number | string;
+  values?: JSONValue[] | string;
+}
+
+/** Exactly one member. */
+export type TriggerAction =
+  | { webhook: WebhookAction; push?: never; write?: never }
+  | { push: PushTriggerAction; webhook?: never; write?: never }
+  | { write: WriteTriggerAction; webhook?: never; push?: never };
+
+/** What put sends: a path pattern as the access rules spell them, e.g. "orders/{id}". */
+export interface TriggerDefinition {
+  match: string;
+  /** Default: all three. */
+  on?: TriggerEventType[];
+  /** CEL over before, after, path, revision, type, time, params: must be true to fire. */
+  condition?: string;
+  action: TriggerAction;
+  /** Stops deliveries; events meanwhile are delivered when enabled again. */
+  disabled?: boolean;
+}
+
+/** A trigger's delivery progress. */
+export interface TriggerStatus {
+  /** Every matching change up to this revision is delivered, parked or dead. */
+  cursor: number;
+  /** The applied revision minus cursor. */
+  lagRevisions: number;
+  /** Events waiting for a retry (or behind one on their path). */
+  pending: number;
+  deadLetters: number;
+  delivered: number;
+  /** Failed attempts. */
+  failed: number;
+  dead: number;
+  /** Changes that did not fire: past the loop depth limit. */
+  loopStops: number;
+  lastError?: string;
+  /** RFC 3339. */
+  lastErrorAt?: string;
+  lastSuccessAt?: string;
+}
+
+export interface Trigger extends TriggerDefinition {
+  name: string;
+  createdAt: string;
+  updatedAt: string;
+  status?: TriggerStatus;
+}
+
+/** An event that was not delivered (retries exhausted, or refused at once). */
+export interface DeadLetter {
+  /** Pass to replay. */
+  id: string;
+  /** trigger:revision:path, also the Idempotency-Key of its deliveries. */
+  trigger: string;
+  project: string;
+  revision: number;
+  path: string;
+  type: TriggerEventType;
+  before: JSONObject | null;
+  after: JSONObject | null;
+  params?: Record<string, string>;
+  time: string;
+  depth?: number;
+  attempts: number;
+  firstAttemptAt?: number;
+  nextAttemptAt?: number;
+  lastError?: string;
+  deadAt: string;
+}
+
+/** The project's triggers, owner only. */
+export interface Triggers {
+  /** Sorted by name. */
+  list(): Promise<Trigger[]>;
+  /** null when there is none of that name. */
+  get(name: string): Promise<Trigger | null>;
+  /** Creates (created: true) or replaces; a webhook's secret is answered only when made by the server or sent. */
+  put(name: string, def: TriggerDefinition): Promise<{ trigger: Trigger; created: boolean; revision: number | null }>;
+  delete(name: string): Promise<Revisioned & { deleted: true }>;
+  deadLetters(name: string, opts?: { limit?: number; pageToken?: string }): Promise<{ deadLetters: DeadLetter[]; nextPageToken?: string }>;
+  /** The dead letters of ids, or all of them (at most 1000 a call), back to the queue. */
+  replay(name: string, ids?: string[]): Promise<Revisioned & { replayed: number }>;
+}
+
 /** A write of the queue (with persistence), as stored. */
 export interface PendingWrite {
   id: string;
@@ -934,6 +1057,8 @@ export interface EdgebaseClient {
   db: Db;
   realtime: Realtime;
   push: Push;
+  /** The project's triggers (owner only). */
+  triggers: Triggers;
   /** Owner administration of the project. */
   admin: Admin;
   /** The write queue (with persistence). */

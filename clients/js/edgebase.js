@@ -199,6 +199,7 @@ class Client extends Http {
     this.db = new Db(this);
     this.realtime = new Realtime(this, o);
     this.push = new Push(this);
+    this.triggers = new Triggers(this);
     this.admin = new Admin(this);
   }
 
@@ -1919,6 +1920,71 @@ class Push {
   sendToProject(n) { return this._post('send-to-project/' + encodeURIComponent(this._c.projectId), n); }
   sendToUser(userId, n) { return this._post('send-to-user/' + encodeURIComponent(userId), n); }
   sendToTopic(topic, n) { return this._post('send-to-topic', { ...n, topic }); }
+}
+
+// ---------------------------------------------------------------- triggers
+
+/**
+ * The project's triggers (owner only): a declared match on document paths
+ * that calls a webhook, sends a notification or makes a derived write for
+ * each committed change, with its delivery status and dead letters.
+ */
+class Triggers {
+  constructor(client) { this._c = client; }
+
+  _path(name, rest) {
+    return '/api/triggers/' + encodeURIComponent(name) + (rest || '');
+  }
+
+  /** Every trigger of the project, sorted by name: [{...definition, status}]. */
+  async list() {
+    return (await this._c.request('GET', '/api/triggers', { safe: true })).data.triggers || [];
+  }
+
+  /** The trigger {...definition, status}, or null when there is none of that name. */
+  async get(name) {
+    try {
+      return (await this._c.request('GET', this._path(name), { safe: true })).data;
+    } catch (e) {
+      if (e.status === 404 && e.code === 'not_found') return null;
+      throw e;
+    }
+  }
+
+  /**
+   * Creates or replaces the trigger name with def ({match, on?, condition?,
+   * action, disabled?}): {trigger, created, revision}. A webhook's secret is
+   * in trigger only when the server made it or def sent it; omitting it on
+   * an existing webhook trigger keeps the old one.
+   */
+  async put(name, def) {
+    const r = await this._c.request('PUT', this._path(name), { body: def || {} });
+    return { trigger: r.data, created: r.status === 201, revision: r.revision };
+  }
+
+  /** Deletes the trigger with its progress and dead letters: {deleted, revision}. */
+  async delete(name) {
+    return withRevision(await this._c.request('DELETE', this._path(name)));
+  }
+
+  /** One page of the trigger's dead letters: {deadLetters: [{id, ...}], nextPageToken?}. */
+  async deadLetters(name, opts) {
+    const o = opts || {};
+    const d = (await this._c.request('GET', this._path(name, '/dead'), {
+      query: { limit: o.limit, pageToken: o.pageToken }, safe: true,
+    })).data || {};
+    if (!Array.isArray(d.deadLetters)) d.deadLetters = [];
+    return d;
+  }
+
+  /**
+   * Queues dead letters again for delivery, in order on their paths: the
+   * ones of ids, or all (at most 1000 a call) without: {replayed, revision}.
+   */
+  async replay(name, ids) {
+    const body = ids && ids.length ? { ids } : {};
+    return withRevision(await this._c.request('POST', this._path(name, '/replay'), { body }));
+  }
 }
 
 // ---------------------------------------------------------------- admin

@@ -6,7 +6,7 @@ import createDefault, {
   User, PasswordReset, OAuthProviderSummary, SessionInfo, APIKeyCreated, AuditEvent, SMTPSettingsInfo, EmailKind, AuthSettings,
   createOperator, OperatorClient, ProjectInfo, NodeStatus, Child, RulesTestResult, IndexInfo, UserSessionInfo, FCMCredentialsInfo,
   memoryAdapter, indexedDBAdapter, fileAdapter, CacheAdapter, Persistence, PendingWrite, Conflict, WriteEvents, WriteResult, Writes,
-  JSONValue, JSONObject, CacheBatchOp,
+  JSONValue, JSONObject, CacheBatchOp, Trigger, TriggerDefinition, TriggerStatus, DeadLetter,
 } from '../edgebase.js';
 
 interface Note {
@@ -470,4 +470,38 @@ export async function offline(): Promise<void> {
   await c.close();
   void [qFromCache, countFromCache];
   void [forms, stored, many, fromCache, pendingDoc, pageFromCache, pagePending, setCreated, leader];
+}
+
+export async function triggers(c: EdgebaseClient): Promise<void> {
+  const def: TriggerDefinition = {
+    match: 'orders/{id}', on: ['create', 'update'], condition: 'after.total > 100',
+    action: { webhook: { url: 'https://hooks.example.com/orders', headers: { 'X-Team': 'shop' } } },
+  };
+  const put = await c.triggers.put('orders-hook', def);
+  const created: boolean = put.created;
+  const secret: string | undefined = put.trigger.action.webhook?.secret;
+  const rev: number | null = put.revision;
+  await c.triggers.put('notify-seller', {
+    match: 'orders/{id}', on: ['create'],
+    action: { push: { to: 'user', userIdFrom: 'after.sellerId', title: 'New order', body: 'Order {{ params.id }}', data: { id: '{{ params.id }}' } } },
+  });
+  await c.triggers.put('count-orders', {
+    match: 'orders/{id}', on: ['create'], disabled: true,
+    action: { write: { op: 'increment', collection: 'stats/orders', field: 'count', by: 1 } },
+  });
+  const all: Trigger[] = await c.triggers.list();
+  const one: Trigger | null = await c.triggers.get('orders-hook');
+  const st: TriggerStatus | undefined = one?.status;
+  const lag: number = st ? st.lagRevisions + st.cursor + st.pending + st.deadLetters + st.delivered + st.failed : 0;
+  const lastError: string | undefined = st?.lastError;
+  const page = await c.triggers.deadLetters('orders-hook', { limit: 10 });
+  const dead: DeadLetter[] = page.deadLetters;
+  const next: string | undefined = page.nextPageToken;
+  const more = next ? await c.triggers.deadLetters('orders-hook', { pageToken: next }) : page;
+  const r1 = await c.triggers.replay('orders-hook', dead.map((d) => d.id));
+  const r2 = await c.triggers.replay('orders-hook');
+  const replayed: number = r1.replayed + r2.replayed;
+  const del = await c.triggers.delete('count-orders');
+  const deleted: true = del.deleted;
+  void [created, secret, rev, all, lag, lastError, more, replayed, deleted, dead[0]?.after, dead[0]?.attempts];
 }
