@@ -277,6 +277,15 @@ var scenarios = []scenario{
 		Run:        runQ3,
 		Summary:    summarizeQ3,
 	},
+	{
+		Name:       "TRG",
+		What:       "webhook triggers: each run declares a webhook trigger (PUT /api/triggers/{name}) on a collection of its own, pointing at a receiver on loopback in the bench that checks every delivery's signature; --clients clients create documents there through the leader as fast as they go (ops = first deliveries of the run's writes; ops/s = webhooks per second from the first to the last; latency: arrival minus the payload's commit time; a missing event is an error)",
+		Clients:    func(o *options) int { return o.clients },
+		DefaultOps: 6000,
+		Target:     func(e *env) string { return "leader " + e.c.leader.id },
+		Run:        runTriggers,
+		Summary:    summarizeTriggers,
+	},
 }
 
 func findScenario(name string) (*scenario, bool) {

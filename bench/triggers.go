@@ -1,0 +1,606 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Trigger scenario (TRG, issue 22). Each run (the warm-up too) starts a
+// webhook receiver on loopback (a real net/http server in the bench's
+// process), declares a webhook trigger on a collection of its own with
+// PUT /api/triggers/{name} (the owner's token, a secret the bench chose),
+// waits until a probe document's event arrives (the leader's runner has
+// picked the trigger up), then --clients clients create distinct documents
+// in that collection through the leader as fast as they go. The receiver
+// checks every delivery as a real one would (Edgebase-Signature: HMAC-SHA256
+// over "<t>.<body>", the timestamp within 5 minutes; the headers against the
+// payload) and records its arrival. The run ends when every write's event
+// has arrived (or --run-timeout), and the trigger is deleted.
+//
+// ops are first deliveries of the run's writes; ops/s is webhooks per second
+// from the first to the last; a latency is the arrival minus the payload's
+// time (the commit's time, stamped by the leader on the same machine's
+// clock). A write whose event never arrives, a delivery that fails the
+// signature check, carries the wrong revision or names a path nobody wrote
+// are errors; duplicates (at-least-once) are counted apart.
+
+const (
+	// trgTolerance is how far a signature's timestamp may be from the
+	// receiver's clock: what the docs tell receivers to enforce.
+	trgTolerance = 5 * time.Minute
+	// trgMaxBody bounds a delivery's body (a document is at most 1 MiB).
+	trgMaxBody = 2 << 20
+	// trgProbeWait bounds the wait for the probe's event: the runner
+	// noticing a new trigger.
+	trgProbeWait = 30 * time.Second
+	// trgPoll is how often the run looks at the receiver's progress.
+	trgPoll = 10 * time.Millisecond
+	// trgWebhooksTarget and trgP99Target are issue 22's targets.
+	trgWebhooksTarget = 2000
+	trgP99Target      = 50 * time.Millisecond
+)
+
+// trgPayload is what the receiver reads of a delivery's body (the documented
+// payload; the bench speaks only the public API).
+type trgPayload struct {
+	ID       string          `json:"id"`
+	Trigger  string          `json:"trigger"`
+	Project  string          `json:"project"`
+	Revision uint64          `json:"revision"`
+	Path     string          `json:"path"`
+	Type     string          `json:"type"`
+	After    json.RawMessage `json:"after"`
+	Time     string          `json:"time"`
+}
+
+// trgArrival is the first delivery of one path.
+type trgArrival struct {
+	rev     uint64
+	typ     string
+	at      time.Time     // arrival at the receiver
+	latency time.Duration // at minus the payload's time
+	count   int           // deliveries of this path and revision (1 + duplicates)
+	// otherRevs: deliveries of this path with another revision.
+	otherRevs int
+}
+
+// trgReceiver is one run's webhook receiver.
+type trgReceiver struct {
+	secret  []byte
+	trigger string
+	now     func() time.Time
+
+	mu       sync.Mutex
+	arrivals map[string]*trgArrival // by path
+	bad      map[string]int         // refused deliveries by reason
+	received atomic.Int64           // distinct paths with a delivery
+}
+
+func newTrgReceiver(secret, trigger string, now func() time.Time) *trgReceiver {
+	return &trgReceiver{secret: []byte(secret), trigger: trigger, now: now,
+		arrivals: map[string]*trgArrival{}, bad: map[string]int{}}
+}
+
+func (rc *trgReceiver) refuse(w http.ResponseWriter, status int, reason string) {
+	rc.mu.Lock()
+	rc.bad["webhook "+reason]++
+	rc.mu.Unlock()
+	http.Error(w, reason, status)
+}
+
+// ServeHTTP checks and records one delivery. A refused delivery answers 4xx,
+// which the runner does not retry: its event then goes missing as well.
+func (rc *trgReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	at := rc.now()
+	if r.Method != http.MethodPost {
+		rc.refuse(w, http.StatusMethodNotAllowed, "method "+r.Method)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, trgMaxBody+1))
+	if err != nil || len(body) > trgMaxBody {
+		rc.refuse(w, http.StatusBadRequest, "body unreadable or too large")
+		return
+	}
+	if err := verifyTrgSignature(rc.secret, r.Header.Get("Edgebase-Signature"), body, at, trgTolerance); err != nil {
+		rc.refuse(w, http.StatusUnauthorized, "bad signature ("+err.Error()+")")
+		return
+	}
+	var p trgPayload
+	if err := json.Unmarshal(body, &p); err != nil {
+		rc.refuse(w, http.StatusBadRequest, "payload is not JSON")
+		return
+	}
+	committed, err := time.Parse(time.RFC3339Nano, p.Time)
+	switch {
+	case err != nil:
+		rc.refuse(w, http.StatusBadRequest, "payload time is not RFC 3339")
+		return
+	case p.Trigger != rc.trigger || r.Header.Get("Edgebase-Trigger") != rc.trigger:
+		rc.refuse(w, http.StatusBadRequest, "for another trigger")
+		return
+	case p.ID == "" || r.Header.Get("Idempotency-Key") != p.ID:
+		rc.refuse(w, http.StatusBadRequest, "Idempotency-Key is not the payload's id")
+		return
+	case r.Header.Get("Edgebase-Revision") != strconv.FormatUint(p.Revision, 10):
+		rc.refuse(w, http.StatusBadRequest, "Edgebase-Revision is not the payload's revision")
+		return
+	case p.Path == "" || p.Revision == 0:
+		rc.refuse(w, http.StatusBadRequest, "payload without path or revision")
+		return
+	}
+	rc.record(p.Path, p.Revision, p.Type, at, at.Sub(committed))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// record notes a checked delivery.
+func (rc *trgReceiver) record(path string, rev uint64, typ string, at time.Time, latency time.Duration) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	a := rc.arrivals[path]
+	switch {
+	case a == nil:
+		rc.arrivals[path] = &trgArrival{rev: rev, typ: typ, at: at, latency: latency, count: 1}
+		rc.received.Add(1)
+	case a.rev == rev:
+		a.count++
+	default:
+		a.otherRevs++
+	}
+}
+
+// verifyTrgSignature checks an Edgebase-Signature header
+// ("t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>", Stripe's
+// scheme; more than one v1 may be given, e.g. during a secret's rotation) as
+// a receiver should: one v1 must match and t must be within tolerance of now.
+func verifyTrgSignature(secret []byte, header string, body []byte, now time.Time, tolerance time.Duration) error {
+	var ts string
+	var sigs [][]byte
+	for _, part := range strings.Split(header, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "t":
+			if ts != "" {
+				return errors.New("t twice")
+			}
+			ts = v
+		case "v1":
+			if b, err := hex.DecodeString(v); err == nil {
+				sigs = append(sigs, b)
+			}
+		}
+	}
+	if ts == "" || len(sigs) == 0 {
+		return errors.New("no t or v1")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return errors.New("t is not a number")
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return errors.New("timestamp outside tolerance")
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	want := mac.Sum(nil)
+	for _, s := range sigs {
+		if hmac.Equal(s, want) {
+			return nil
+		}
+	}
+	return errors.New("no v1 matches")
+}
+
+// trgRunResult is what one run saw (the JSON's triggers.runs).
+type trgRunResult struct {
+	// Writes committed (answered with X-Revision) and their rate, from the
+	// first write sent to the last answered.
+	Writes       int     `json:"writes"`
+	WritesPerSec float64 `json:"writesPerSec"`
+	// Delivered: writes whose event arrived; WebhooksPerSec = Delivered
+	// over Seconds, from the first arrival to the last.
+	Delivered      int     `json:"delivered"`
+	Seconds        float64 `json:"seconds"`
+	WebhooksPerSec float64 `json:"webhooksPerSec"`
+	// DrainMs: from the last write's answer to the last arrival (the
+	// runner's backlog when the writes stopped).
+	DrainMs float64 `json:"drainMs"`
+	// P50Ms, P99Ms, MaxMs: commit-to-webhook latency of the run.
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+	// ProbeMs: from the trigger's creation to its probe event's arrival.
+	ProbeMs float64 `json:"probeMs"`
+	// Duplicates: deliveries beyond the first of one event. Missing: writes
+	// whose event never arrived. WrongRevision: deliveries of a written path
+	// with a revision other than the write's. Stray: deliveries of a path
+	// the run did not write. Refused: deliveries that failed the receiver's
+	// checks (signature, headers, payload).
+	Duplicates    int `json:"duplicates"`
+	Missing       int `json:"missing"`
+	WrongRevision int `json:"wrongRevision"`
+	Stray         int `json:"stray"`
+	Refused       int `json:"refused"`
+}
+
+// trgResult is TRG's own figures (the JSON's "triggers").
+type trgResult struct {
+	// WebhooksPerSec is the median run's; the latencies are over all runs
+	// (the row's p50/p99).
+	WebhooksPerSec float64        `json:"webhooksPerSec"`
+	P99Ms          float64        `json:"p99Ms"`
+	TargetsMet     bool           `json:"targetsMet"`
+	Runs           []trgRunResult `json:"runs"`
+}
+
+// trgState is one cluster's TRG history.
+type trgState struct {
+	mu   sync.Mutex
+	seq  int // runs started (names the trigger and its collection)
+	runs []trgRunResult
+}
+
+// Until env has its own field for it (requested), each cluster's state is
+// kept here, by env.
+var (
+	trgStatesMu sync.Mutex
+	trgStates   = map[*env]*trgState{}
+)
+
+func trgStateOf(e *env) *trgState {
+	trgStatesMu.Lock()
+	defer trgStatesMu.Unlock()
+	st := trgStates[e]
+	if st == nil {
+		st = &trgState{}
+		trgStates[e] = st
+	}
+	return st
+}
+
+// tally compares what arrived with what was written: expected maps each
+// committed write's path to its revision; attempted holds every path the
+// run tried to write (a write whose answer was lost may still have
+// committed, so its event is not stray). kinds gets the errors.
+func (rc *trgReceiver) tally(expected map[string]uint64, attempted map[string]bool, kinds map[string]int) (trgRunResult, *histogram, time.Time, time.Time) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var res trgRunResult
+	h := &histogram{samples: make([]time.Duration, 0, len(expected))}
+	var first, last time.Time
+	for path, rev := range expected {
+		a := rc.arrivals[path]
+		switch {
+		case a == nil:
+			res.Missing++
+			continue
+		case a.rev != rev:
+			res.WrongRevision += a.count
+			continue
+		}
+		res.Delivered++
+		h.add(a.latency)
+		if first.IsZero() || a.at.Before(first) {
+			first = a.at
+		}
+		if a.at.After(last) {
+			last = a.at
+		}
+	}
+	for path, a := range rc.arrivals {
+		res.Duplicates += a.count - 1
+		res.WrongRevision += a.otherRevs
+		if _, ok := expected[path]; !ok && !attempted[path] {
+			res.Stray += a.count
+		}
+	}
+	for k, v := range rc.bad {
+		kinds[k] += v
+		res.Refused += v
+	}
+	if res.Missing > 0 {
+		kinds["webhook missing (a committed write's event never arrived)"] += res.Missing
+	}
+	if res.WrongRevision > 0 {
+		kinds["webhook with another revision than the write's"] += res.WrongRevision
+	}
+	if res.Stray > 0 {
+		kinds["webhook for a path the run did not write"] += res.Stray
+	}
+	res.Seconds = last.Sub(first).Seconds()
+	res.WebhooksPerSec = round(throughput(res.Delivered, last.Sub(first)), 1)
+	res.P50Ms, res.P99Ms, res.MaxMs = ms(h.percentile(50)), ms(h.percentile(99)), ms(h.max())
+	return res, h, first, last
+}
+
+// has reports whether path's event arrived.
+func (rc *trgReceiver) has(path string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.arrivals[path] != nil
+}
+
+// startTrgReceiver serves rc on a fresh loopback port; stop closes it.
+func startTrgReceiver(rc *trgReceiver) (endpoint string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("receiver listen: %w", err)
+	}
+	srv := &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return "http://" + ln.Addr().String() + "/hook", func() {
+		_ = srv.Close()
+		<-done
+	}, nil
+}
+
+// trgDefinition is the PUT body of the run's trigger.
+func trgDefinition(coll, endpoint, secret string) map[string]any {
+	return map[string]any{
+		"match": coll + "/{id}",
+		"on":    []string{"create"},
+		"action": map[string]any{"webhook": map[string]any{
+			"url": endpoint, "secret": secret,
+		}},
+	}
+}
+
+// putTrigger declares the run's trigger; it answers the secret the
+// deliveries are signed with (the bench's own, echoed once).
+func putTrigger(ctx context.Context, e *env, name string, def map[string]any, secret string) (string, error) {
+	r, err := call(ctx, e.hc, http.MethodPut, e.c.leader.url+"/api/triggers/"+url.PathEscape(name),
+		map[string]string{"Authorization": "Bearer " + e.pr.Token}, def)
+	if err != nil {
+		return "", fmt.Errorf("PUT trigger %s: %w", name, err)
+	}
+	if r.status != http.StatusCreated && r.status != http.StatusOK {
+		return "", fmt.Errorf("PUT trigger %s: %s", name, r)
+	}
+	var ans struct {
+		Action struct {
+			Webhook struct {
+				Secret string `json:"secret"`
+			} `json:"webhook"`
+		} `json:"action"`
+	}
+	if err := json.Unmarshal(r.body, &ans); err != nil {
+		return "", fmt.Errorf("PUT trigger %s: answer %s: %w", name, r, err)
+	}
+	if s := ans.Action.Webhook.Secret; s != "" && s != secret {
+		return "", fmt.Errorf("PUT trigger %s: answered secret differs from the one sent", name)
+	}
+	return secret, nil
+}
+
+func deleteTrigger(ctx context.Context, e *env, name string) error {
+	r, err := call(ctx, e.hc, http.MethodDelete, e.c.leader.url+"/api/triggers/"+url.PathEscape(name),
+		map[string]string{"Authorization": "Bearer " + e.pr.Token}, nil)
+	if err != nil {
+		return fmt.Errorf("DELETE trigger %s: %w", name, err)
+	}
+	if r.status != http.StatusOK {
+		return fmt.Errorf("DELETE trigger %s: %s", name, r)
+	}
+	return nil
+}
+
+// runTriggers is one TRG run of ops writes (see the file's comment).
+func runTriggers(ctx context.Context, e *env, s *scenario, ops int) (runResult, *histogram, map[string]int, map[string]int) {
+	st := trgStateOf(e)
+	st.mu.Lock()
+	st.seq++
+	k := st.seq
+	st.mu.Unlock()
+	name, coll := fmt.Sprintf("bench-trg-%d", k), fmt.Sprintf("trg%d", k)
+	secret := "whsec_bench_" + randomHex(24)
+	kinds := map[string]int{}
+	fail := func(err error) (runResult, *histogram, map[string]int, map[string]int) {
+		kinds["setup: "+err.Error()]++
+		return runResult{Errors: 1}, &histogram{}, kinds, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, e.o.runTimeout)
+	defer cancel()
+
+	rc := newTrgReceiver(secret, name, time.Now)
+	endpoint, stop, err := startTrgReceiver(rc)
+	if err != nil {
+		return fail(err)
+	}
+	defer stop()
+	created := time.Now()
+	if _, err := putTrigger(rctx, e, name, trgDefinition(coll, endpoint, secret), secret); err != nil {
+		return fail(err)
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer dcancel()
+		if err := deleteTrigger(dctx, e, name); err != nil && e.log != nil {
+			e.log("bench: TRG: %v", err)
+		}
+	}()
+	// The probe: the runner has the trigger once its event arrives.
+	probe := coll + "/probe"
+	if _, err := e.post(rctx, e.c.leader, probe); err != nil {
+		return fail(fmt.Errorf("probe write: %w", err))
+	}
+	pctx, pcancel := context.WithTimeout(rctx, trgProbeWait)
+	err = pollUntil(pctx, func() bool { return rc.has(probe) })
+	pcancel()
+	if err != nil {
+		return fail(fmt.Errorf("the probe's webhook did not arrive within %v", trgProbeWait))
+	}
+	probeMs := ms(time.Since(created))
+
+	expected, attempted, wstart, wend := trgWrite(rctx, e, coll, ops, kinds)
+	attempted[probe] = true
+	// Every committed write's event, or the run's deadline.
+	want := int64(len(expected)) + 1
+	_ = pollUntil(rctx, func() bool { return rc.received.Load() >= want })
+
+	res, h, _, last := rc.tally(expected, attempted, kinds)
+	res.Writes = len(expected)
+	res.WritesPerSec = round(throughput(len(expected), wend.Sub(wstart)), 1)
+	res.ProbeMs = probeMs
+	if !last.IsZero() && last.After(wend) {
+		res.DrainMs = ms(last.Sub(wend))
+	}
+	rr := runResult{Ops: res.Delivered, WallSeconds: round(res.Seconds, 3), OpsPerSec: res.WebhooksPerSec,
+		Writes: res.Writes, WritesPerSec: res.WritesPerSec, TimedOut: rctx.Err() != nil && ctx.Err() == nil}
+	for _, v := range kinds {
+		rr.Errors += v
+	}
+	st.mu.Lock()
+	st.runs = append(st.runs, res)
+	st.mu.Unlock()
+	if e.log != nil {
+		e.log("bench: [%d nodes] %s: %d writes at %.0f/s; %d webhooks at %.0f/s, drain %s after the last write, p50 %s p99 %s; %d duplicates, %d missing, %d refused",
+			len(e.c.nodes), s.Name, res.Writes, res.WritesPerSec, res.Delivered, res.WebhooksPerSec,
+			fmtMs(res.DrainMs), fmtMs(res.P50Ms), fmtMs(res.P99Ms), res.Duplicates, res.Missing, res.Refused)
+	}
+	return rr, h, kinds, nil
+}
+
+// trgWrite creates ops documents coll/d<i> through the leader with
+// --clients clients. It answers each committed write's revision by path,
+// every path tried, and when the writes began and the last one was answered.
+func trgWrite(ctx context.Context, e *env, coll string, ops int, kinds map[string]int) (map[string]uint64, map[string]bool, time.Time, time.Time) {
+	clients := min(e.o.clients, max(ops, 1))
+	type out struct {
+		revs  map[string]uint64
+		tried []string
+		kinds map[string]int
+		last  time.Time
+	}
+	outs := make([]out, clients)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range clients {
+		outs[c] = out{revs: map[string]uint64{}, kinds: map[string]int{}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := &outs[c]
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(ops) || ctx.Err() != nil {
+					return
+				}
+				path := coll + "/d" + strconv.FormatInt(i, 10)
+				o.tried = append(o.tried, path)
+				rev, err := e.post(ctx, e.c.leader, path)
+				switch {
+				case err == nil:
+					o.revs[path] = rev
+					o.last = time.Now()
+				case ctx.Err() != nil:
+					// cut by the run's deadline: not a result
+				default:
+					o.kinds[err.Error()]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	expected, attempted := map[string]uint64{}, map[string]bool{}
+	var last time.Time
+	for _, o := range outs {
+		for p, r := range o.revs {
+			expected[p] = r
+		}
+		for _, p := range o.tried {
+			attempted[p] = true
+		}
+		for k, v := range o.kinds {
+			kinds[k] += v
+		}
+		if o.last.After(last) {
+			last = o.last
+		}
+	}
+	return expected, attempted, start, last
+}
+
+// pollUntil calls done every trgPoll until it is true or ctx ends.
+func pollUntil(ctx context.Context, done func() bool) error {
+	t := time.NewTicker(trgPoll)
+	defer t.Stop()
+	for !done() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// summarizeTriggers adds TRG's own figures (the measured runs: the last
+// len(r.Runs) of the cluster's) and the targets' verdict.
+func summarizeTriggers(e *env, s *scenario, r *result) {
+	st := trgStateOf(e)
+	st.mu.Lock()
+	runs := slices.Clone(st.runs[max(len(st.runs)-len(r.Runs), 0):])
+	st.mu.Unlock()
+	tr := summarizeTrgRuns(runs, r.P99Ms)
+	var dups, missing, refused int
+	for _, x := range runs {
+		dups += x.Duplicates
+		missing += x.Missing
+		refused += x.Refused
+	}
+	verdict := "missed"
+	if tr.TargetsMet {
+		verdict = "met"
+	}
+	r.Notes = append(r.Notes,
+		fmt.Sprintf("webhooks/s median %.0f (target >= %d), commit-to-webhook p99 %s (target < %v): %s; %d duplicates, %d missing, %d refused by the receiver over %d runs",
+			tr.WebhooksPerSec, trgWebhooksTarget, fmtMs(tr.P99Ms), trgP99Target, verdict, dups, missing, refused, len(runs)))
+	setTrgResult(r, tr)
+}
+
+// summarizeTrgRuns is TRG's result over runs, p99Ms being over all of them.
+func summarizeTrgRuns(runs []trgRunResult, p99Ms float64) *trgResult {
+	tr := &trgResult{Runs: runs, P99Ms: p99Ms}
+	rates := make([]float64, 0, len(runs))
+	clean := len(runs) > 0
+	for _, x := range runs {
+		rates = append(rates, x.WebhooksPerSec)
+		clean = clean && x.Missing == 0 && x.Refused == 0 && x.WrongRevision == 0 && x.Stray == 0
+	}
+	tr.WebhooksPerSec = median(rates)
+	tr.TargetsMet = clean && tr.WebhooksPerSec >= trgWebhooksTarget && p99Ms > 0 && p99Ms < ms(trgP99Target)
+	return tr
+}
+
+// setTrgResult is where TRG's figures go into the result (the notes until
+// the result has a field for them).
+func setTrgResult(r *result, tr *trgResult) {
+	for i, x := range tr.Runs {
+		r.Notes = append(r.Notes, fmt.Sprintf("run %d: %d writes at %.0f/s, %d webhooks at %.0f/s, drain %s, p50 %s p99 %s max %s, probe %s",
+			i+1, x.Writes, x.WritesPerSec, x.Delivered, x.WebhooksPerSec, fmtMs(x.DrainMs), fmtMs(x.P50Ms), fmtMs(x.P99Ms), fmtMs(x.MaxMs), fmtMs(x.ProbeMs)))
+	}
+}
