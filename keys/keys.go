@@ -422,3 +422,76 @@ func OAuthCodesDir() string { return oauthDir() + "/codes" }
 
 // OAuthCode is the one-time code that hashes to codeHash.
 func OAuthCode(codeHash string) string { return OAuthCodesDir() + sep + codeHash }
+
+// ---- triggers ----------------------------------------------------------------
+
+// TriggersDir holds a project's trigger definitions, one per name.
+func TriggersDir(pid string) string { return pid + "/_triggers" }
+
+// Trigger is the definition of trigger name.
+func Trigger(pid, name string) string { return TriggersDir(pid) + sep + name }
+
+// TriggerStates holds the leader's committed progress of each trigger.
+func TriggerStates(pid string) string { return pid + "/_triggerstate" }
+
+// TriggerState is trigger name's progress: its cursor and counts.
+func TriggerState(pid, name string) string { return TriggerStates(pid) + sep + name }
+
+// TriggerQueueDir holds trigger name's parked events: those whose delivery
+// failed once and waits for a retry, and those queued behind them on the
+// same document path. Entry keys are TriggerQueueKey.
+func TriggerQueueDir(pid, name string) string { return pid + "/_triggerq/" + name }
+
+// TriggerQueueKey orders parked events by document path, then revision:
+// 16 hex digits of the path's SHA-256, a dash, the revision in 20 digits.
+func TriggerQueueKey(path string, rev uint64) string {
+	return TriggerPathHash(path) + "-" + fmt.Sprintf("%020d", rev)
+}
+
+// TriggerPathHash is the first 16 hex digits of the SHA-256 of a document
+// path: the lane a parked event belongs to.
+func TriggerPathHash(path string) string {
+	h := sha256.Sum256([]byte(path))
+	return hex.EncodeToString(h[:8])
+}
+
+// TriggerDeadDir holds trigger name's dead letters: events given up on.
+// Entry keys are TriggerDeadKey.
+func TriggerDeadDir(pid, name string) string { return pid + "/_triggerdead/" + name }
+
+// TriggerDeadKey orders dead letters by revision, then path.
+func TriggerDeadKey(path string, rev uint64) string {
+	return fmt.Sprintf("%020d", rev) + "-" + TriggerPathHash(path)
+}
+
+// TriggerOrigin is the marker a trigger's derived write commits in its own
+// entry, {"depth":n,...}: every change of that revision was made by a
+// trigger at depth n (the loop limit counts it).
+func TriggerOrigin(pid string) string { return pid + "/_triggerorigin" }
+
+// TriggerIndexDir lists every trigger of every project, for the leader's
+// runner: entries are TriggerIndex.
+func TriggerIndexDir() string { return raftstore.SystemPrefix + "/triggers" }
+
+// TriggerIndex is the index entry of trigger name of project pid.
+func TriggerIndex(pid, name string) string { return TriggerIndexDir() + sep + pid + "." + name }
+
+// ParseTriggerIndex takes a TriggerIndex path apart.
+func ParseTriggerIndex(path string) (pid, name string, ok bool) {
+	rest, ok := strings.CutPrefix(path, Under(TriggerIndexDir()))
+	if !ok {
+		return "", "", false
+	}
+	pid, name, ok = strings.Cut(rest, ".")
+	return pid, name, ok && pid != "" && name != ""
+}
+
+// ParseTrigger takes a Trigger path apart.
+func ParseTrigger(path string) (pid, name string, ok bool) {
+	pid, rest, ok := strings.Cut(path, sep)
+	if !ok {
+		return "", "", false
+	}
+	name, ok = strings.CutPrefix(rest, "_triggers"+sep)
+	return pid, name, ok && name != "" && !strings.Contains(name, sep)
+}

@@ -16,8 +16,11 @@ import (
 // derived from the applied entries, so compaction needs no consensus.
 //
 // Key: spaceChange + revision (8 bytes) + sequence within the entry (4).
-// Value: version(1) time(8, Unix nanos of the Txn) type(1) pathLen(4) path
-// and, for sets, the encoded document.
+// Value (version 2): version(1) time(8, Unix nanos of the Txn) type(1)
+// pathLen(4) path beforeLen(4) before and, for sets, the encoded document;
+// before is the encoded Event.Before (beforeLen 0: none). Version 1, written
+// by earlier binaries, has no beforeLen and before: its changes decode with
+// a nil Before.
 
 const spaceChange = 'c'
 
@@ -27,7 +30,10 @@ var keyLogFloor = []byte{spaceMeta, 'l', 'o', 'g', 'f', 'l', 'o', 'o', 'r'}
 // ErrCompacted means a resume point is older than what the change log holds.
 var ErrCompacted = errors.New("raftstore: the change log no longer holds that revision")
 
-const changeVersion byte = 1
+const (
+	changeVersion1 byte = 1
+	changeVersion  byte = 2
+)
 
 func changeKey(rev uint64, seq uint32) []byte {
 	k := make([]byte, 13)
@@ -38,11 +44,14 @@ func changeKey(rev uint64, seq uint32) []byte {
 }
 
 func encodeChange(ev Event, t int64) []byte {
-	var doc []byte
+	var doc, before []byte
 	if ev.Doc != nil {
 		doc = encodeDoc(ev.Doc)
 	}
-	b := make([]byte, 14, 14+len(ev.Path)+len(doc))
+	if ev.Before != nil {
+		before = encodeDoc(ev.Before)
+	}
+	b := make([]byte, 14, 18+len(ev.Path)+len(before)+len(doc))
 	b[0] = changeVersion
 	binary.BigEndian.PutUint64(b[1:], uint64(t))
 	if ev.Type == EventDelete {
@@ -50,11 +59,13 @@ func encodeChange(ev Event, t int64) []byte {
 	}
 	binary.BigEndian.PutUint32(b[10:], uint32(len(ev.Path)))
 	b = append(b, ev.Path...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(before)))
+	b = append(b, before...)
 	return append(b, doc...)
 }
 
 func decodeChange(rev uint64, b []byte) (Event, int64, error) {
-	if len(b) < 14 || b[0] != changeVersion {
+	if len(b) < 14 || (b[0] != changeVersion && b[0] != changeVersion1) {
 		return Event{}, 0, fmt.Errorf("decode change at %d: bad header", rev)
 	}
 	t := int64(binary.BigEndian.Uint64(b[1:]))
@@ -62,12 +73,30 @@ func decodeChange(rev uint64, b []byte) (Event, int64, error) {
 	if len(b) < 14+n {
 		return Event{}, 0, fmt.Errorf("decode change at %d: short path", rev)
 	}
-	ev := Event{Revision: rev, Path: string(b[14 : 14+n]), Type: EventSet}
+	ev := Event{Revision: rev, Path: string(b[14 : 14+n]), Type: EventSet, Time: t}
+	rest := b[14+n:]
+	if b[0] == changeVersion {
+		if len(rest) < 4 {
+			return Event{}, 0, fmt.Errorf("decode change at %d: short before", rev)
+		}
+		m := int(binary.BigEndian.Uint32(rest))
+		if len(rest) < 4+m {
+			return Event{}, 0, fmt.Errorf("decode change at %d: short before", rev)
+		}
+		if m > 0 {
+			before, err := decodeDoc(ev.Path, rest[4:4+m])
+			if err != nil {
+				return Event{}, 0, err
+			}
+			ev.Before = before
+		}
+		rest = rest[4+m:]
+	}
 	if b[9] == 1 {
 		ev.Type = EventDelete
 		return ev, t, nil
 	}
-	doc, err := decodeDoc(ev.Path, b[14+n:])
+	doc, err := decodeDoc(ev.Path, rest)
 	if err != nil {
 		return Event{}, 0, err
 	}

@@ -22,6 +22,15 @@ type Event struct {
 	Path     string // full path, project id first
 	Type     EventType
 	Doc      *Document // the document after the change; nil for deletes
+	// Before is the document as committed before the change's entry (nil:
+	// it did not exist): what triggers tell a create from an update by,
+	// and hand to webhooks. It is kept for user documents only (not under
+	// SystemPrefix, no reserved "_" segment after the project); others
+	// have nil.
+	Before *Document
+	// Time is the commit's time: the Txn's Time, the proposer's clock in
+	// Unix nanoseconds (0 for entries without one).
+	Time int64
 }
 
 // Batch is what one ApplyBatch committed. Reset marks a snapshot restore: the

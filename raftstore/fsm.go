@@ -382,6 +382,13 @@ func (f *fsm) applyEntry(txn *badger.Txn, l *raft.Log) (any, *entryWrites) {
 		}
 		w.time = t.Time
 		w.events = finalEvents(w)
+		for i := range w.events {
+			ev := &w.events[i]
+			ev.Time = w.time
+			if keepsBefore(ev.Path) {
+				ev.Before = ov.committed(ev.Path)
+			}
+		}
 		code, err := f.indexEntry(txn, w)
 		if err != nil {
 			f.fatal("index entry", l.Index, err)
@@ -490,6 +497,23 @@ func (o *overlay) record(path string, d *Document) {
 		rev = d.Revision
 	}
 	o.reads[path] = rev
+}
+
+// committed is the document at path as committed before the entry: the one
+// the entry read, when it did, else read now (the entry's own writes are
+// only recorded, not in txn yet).
+func (o *overlay) committed(path string) *Document {
+	if d, ok := o.w.stored[path]; ok {
+		return d
+	}
+	return o.stored(path)
+}
+
+// keepsBefore says whether a change of path carries its Before document:
+// user documents only (triggers read it), not the system's own state.
+func keepsBefore(path string) bool {
+	pid, rel, ok := strings.Cut(path, "/")
+	return ok && pid != SystemPrefix && !strings.HasPrefix(rel, "_")
 }
 
 // stored is the document at path as committed before the entry.
