@@ -328,3 +328,46 @@ func TestMailKeys(t *testing.T) {
 		t.Error("mail settings are not reserved")
 	}
 }
+
+func TestTriggerKeys(t *testing.T) {
+	h := keys.TriggerPathHash("p1/orders/o1")
+	for _, c := range []struct{ name, got, want string }{
+		{"TriggersDir", keys.TriggersDir("p1"), "p1/_triggers"},
+		{"Trigger", keys.Trigger("p1", "t1"), "p1/_triggers/t1"},
+		{"TriggerState", keys.TriggerState("p1", "t1"), "p1/_triggerstate/t1"},
+		{"TriggerQueueDir", keys.TriggerQueueDir("p1", "t1"), "p1/_triggerq/t1"},
+		{"TriggerQueueKey", keys.TriggerQueueKey("p1/orders/o1", 42), h + "-00000000000000000042"},
+		{"TriggerDeadDir", keys.TriggerDeadDir("p1", "t1"), "p1/_triggerdead/t1"},
+		{"TriggerDeadKey", keys.TriggerDeadKey("p1/orders/o1", 42), "00000000000000000042-" + h},
+		{"TriggerOrigin", keys.TriggerOrigin("p1"), "p1/_triggerorigin"},
+		{"TriggerIndexDir", keys.TriggerIndexDir(), "_sys/triggers"},
+		{"TriggerIndex", keys.TriggerIndex("p1", "t1"), "_sys/triggers/p1.t1"},
+		{"TriggerPathHash", h, "4186c61e78de69da"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if keys.TriggerQueueKey("p1/a", 9) >= keys.TriggerQueueKey("p1/a", 10) {
+		t.Error("queue keys of one path do not sort by revision")
+	}
+	if keys.TriggerDeadKey("p1/z", 9) >= keys.TriggerDeadKey("p1/a", 10) {
+		t.Error("dead keys do not sort by revision")
+	}
+	if pid, name, ok := keys.ParseTriggerIndex(keys.TriggerIndex("p1", "t-1")); !ok || pid != "p1" || name != "t-1" {
+		t.Errorf("ParseTriggerIndex = %q %q %v", pid, name, ok)
+	}
+	if pid, name, ok := keys.ParseTrigger(keys.Trigger("p1", "t1")); !ok || pid != "p1" || name != "t1" {
+		t.Errorf("ParseTrigger = %q %q %v", pid, name, ok)
+	}
+	for _, p := range []string{"_sys/triggers", "_sys/triggers/p1", "_sys/triggers/.t", "p1/_triggerstate/t1"} {
+		if _, _, ok := keys.ParseTriggerIndex(p); ok {
+			t.Errorf("ParseTriggerIndex(%q) ok", p)
+		}
+	}
+	for _, p := range []string{"p1/_triggers", "p1/_triggers/", "p1/_triggers/a/b", "p1/triggers/a", "p1/_triggerq/t1"} {
+		if _, _, ok := keys.ParseTrigger(p); ok {
+			t.Errorf("ParseTrigger(%q) ok", p)
+		}
+	}
+}
