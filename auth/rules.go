@@ -605,3 +605,26 @@ func (p *pattern) match(segs []string) (map[string]string, bool) {
 	}
 	return vars, len(segs) == len(p.segs)
 }
+
+// Pattern is a parsed path pattern as the access rules spell them (literal
+// segments, {name}, a final ** or {name=**}), exported so triggers match
+// document paths exactly as rules do.
+type Pattern struct{ p pattern }
+
+// ParsePattern validates and parses a pattern such as "users/{uid}/**".
+func ParsePattern(s string) (Pattern, error) {
+	p, err := parsePattern(s)
+	if err != nil {
+		return Pattern{}, err
+	}
+	return Pattern{p: p}, nil
+}
+
+// Match reports whether relPath (a project-relative document path) matches
+// the pattern, and the variables it binds.
+func (p Pattern) Match(relPath string) (map[string]string, bool) {
+	return p.p.match(splitPath(relPath))
+}
+
+// Vars lists the variables the pattern binds, in order.
+func (p Pattern) Vars() []string { return append([]string(nil), p.p.vars...) }
