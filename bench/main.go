@@ -383,6 +383,8 @@ type result struct {
 
 	// JSCache: the JavaScript SDK's persistent cache costs (jscache.go).
 	JSCache *jscResult `json:"jsCache,omitempty"`
+	// Triggers: TRG's own figures (webhooks/s, commit-to-webhook latency, duplicates, missing; triggers.go).
+	Triggers *trgResult `json:"triggers,omitempty"`
 }
 
 func (r *result) flagged() bool { return r.Errors > 0 || r.Failed != "" || r.timedOut() }

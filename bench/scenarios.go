@@ -322,6 +322,7 @@ type env struct {
 	jsc  *jscState  // the JSC scenario's cache measurements (jscache.go)
 	q    *qState    // the query scenarios' seeded collections (query.go)
 	q3   *q3State   // Q3's live-query subscribers (query_live.go)
+	trg  *trgState  // TRG's runs: per-run receiver figures (triggers.go)
 	// q3FromSend: Q3's latencies from each write's sending, over the runs.
 	q3FromSend histogram
 
