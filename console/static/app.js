@@ -31,9 +31,10 @@ import data from './pages/data.js';
 import rules from './pages/rules.js';
 import users from './pages/users.js';
 import push from './pages/push.js';
+import triggers from './pages/triggers.js';
 import cluster from './pages/cluster.js';
 
-const pages = [signin, projects, data, rules, users, push, cluster];
+const pages = [signin, projects, data, rules, users, push, triggers, cluster];
 const byId = new Map(pages.map((p) => [p.id, p]));
 
 let leave = null; // aborts the current page
