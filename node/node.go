@@ -31,6 +31,7 @@ import (
 	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
 	"github.com/edgebase/edgebase/realtime"
+	"github.com/edgebase/edgebase/triggers"
 )
 
 // Config is one node's configuration (the serve command's flags).
@@ -71,6 +72,12 @@ type Config struct {
 	// AllowPrivateHosts are the private or loopback hosts tenants may name
 	// (--allow-private-hosts): IPs, CIDRs, host names.
 	AllowPrivateHosts []string
+	// AllowPrivateWebhooks are the private or loopback hosts trigger
+	// webhooks may call (--allow-private-webhooks): IPs, CIDRs, host names.
+	AllowPrivateWebhooks []string
+	// TriggerTuning sizes and times the leader's trigger deliveries (zero
+	// fields: the defaults).
+	TriggerTuning triggers.Tuning
 	// PublicURL is the base URL browsers reach the cluster at (--public-url;
 	// default AdvertiseHTTP): OAuth callbacks, links in emails.
 	PublicURL string
@@ -129,6 +136,10 @@ type Node struct {
 	Push     *push.Service
 	// Mail delivers the email outbox while this node leads.
 	Mail *mail.Sender
+	// Triggers is the owner API of triggers; TriggerRunner delivers them
+	// while this node leads.
+	Triggers      *triggers.Service
+	TriggerRunner *triggers.Runner
 	// built is closed once the services above are set: leader duties,
 	// which the store may start at once, wait for it.
 	built    chan struct{}
@@ -309,9 +320,34 @@ func Start(cfg Config) (*Node, error) {
 		n.abort()
 		return nil, err
 	}
+	// Webhooks are dialled through their own host policy (checked at PUT
+	// and again at connect time, against DNS rebinding).
+	hookPolicy, err := auth.NewHostPolicyFlag(cfg.AllowPrivateWebhooks, "--allow-private-webhooks")
+	if err != nil {
+		n.abort()
+		return nil, fmt.Errorf("allowed private webhook hosts: %w", err)
+	}
+	var trigSealer triggers.Sealer
+	if sealer != nil {
+		trigSealer = sealer
+	}
+	n.Triggers, err = triggers.NewService(triggers.ServiceConfig{Store: n.Store, Sealer: trigSealer, Hosts: hookPolicy,
+		Clock: cfg.Clock, Logger: logger})
+	if err != nil {
+		n.abort()
+		return nil, err
+	}
+	n.TriggerRunner, err = triggers.NewRunner(triggers.RunnerConfig{Store: n.Store, Feed: n.Store.Feed(), Push: n.Push,
+		Sealer: trigSealer, Dial: hookPolicy.DialContext(&net.Dialer{Timeout: 30 * time.Second}), Clock: cfg.Clock,
+		Logger: logger, Registerer: reg, Tuning: cfg.TriggerTuning})
+	if err != nil {
+		n.abort()
+		return nil, err
+	}
 	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Accounts: n.Accounts, AdminToken: cfg.AdminToken, Logger: logger,
 		Realtime:       n.Realtime,
 		Push:           n.Push,
+		Triggers:       n.Triggers,
 		TrustedProxies: cfg.TrustedProxies,
 		CORSOrigins:    cfg.CORSOrigins,
 		QueryScanLimit: cfg.QueryScanLimit,
@@ -381,7 +417,7 @@ func (n *Node) joinAndRegister() {
 
 // leaderDuties runs while this node leads (after the Barrier that applies
 // every earlier entry): the --dev demo project, the push scheduler and
-// dispatcher, the mail sender, and the sweep of expired auth records. ctx ends when
+// dispatcher, the mail sender, the trigger runner, and the sweep of expired auth records. ctx ends when
 // leadership is lost.
 func (n *Node) leaderDuties(ctx context.Context) {
 	select {
@@ -403,6 +439,11 @@ func (n *Node) leaderDuties(ctx context.Context) {
 	go func() {
 		defer pushDone.Done()
 		n.Mail.Run(ctx)
+	}()
+	pushDone.Add(1)
+	go func() {
+		defer pushDone.Done()
+		n.TriggerRunner.Run(ctx)
 	}()
 	every := n.cfg.SweepInterval
 	if every <= 0 {

@@ -29,6 +29,7 @@ import (
 	"github.com/edgebase/edgebase/auth"
 	"github.com/edgebase/edgebase/node"
 	"github.com/edgebase/edgebase/raftstore"
+	"github.com/edgebase/edgebase/triggers"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -160,7 +161,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve")
 	var cfg node.Config
-	var join, logLevel, trustedProxies, corsOrigins, pprofAddr, privateHosts string
+	var join, logLevel, trustedProxies, corsOrigins, pprofAddr, privateHosts, privateWebhooks string
 	limits := auth.DefaultLimits()
 	fs.StringVar(&cfg.NodeID, "node-id", "", "stable node id (default: generated and kept in the data dir)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for the Raft log, snapshots and the document tree")
@@ -188,6 +189,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Accounts: email, OAuth, audit.
 	fs.StringVar(&privateHosts, "allow-private-hosts", "", "comma-separated IPs, CIDRs or host names on a private or loopback network that tenants may name (SMTP servers, OIDC issuers); others are refused")
+	fs.StringVar(&privateWebhooks, "allow-private-webhooks", "", "comma-separated IPs, CIDRs or host names on a private or loopback network that trigger webhooks may call; others are refused")
+	fs.IntVar(&cfg.TriggerTuning.InFlight, "trigger-in-flight", triggers.DefaultInFlight, "trigger actions (webhooks, pushes, derived writes) the leader runs at once, over all document paths")
+	fs.DurationVar(&cfg.TriggerTuning.Timeout, "trigger-timeout", triggers.DefaultTimeout, "how long one webhook attempt may take")
+	fs.DurationVar(&cfg.TriggerTuning.MinBackoff, "trigger-min-backoff", triggers.DefaultMinBackoff, "wait after a trigger's first failed attempt (doubled per failure, with jitter; a receiver's Retry-After replaces it)")
+	fs.DurationVar(&cfg.TriggerTuning.MaxBackoff, "trigger-max-backoff", triggers.DefaultMaxBackoff, "longest wait between a trigger's attempts")
+	fs.DurationVar(&cfg.TriggerTuning.RetryFor, "trigger-retry-for", triggers.DefaultRetryFor, "how long a failing trigger event is retried after its first attempt before it becomes a dead letter")
+	fs.IntVar(&cfg.TriggerTuning.MaxDepth, "trigger-max-depth", triggers.DefaultMaxDepth, "loop limit: a change made by a chain of this many derived writes fires no trigger")
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "base URL browsers reach the cluster at, for OAuth callbacks and links in emails (default: --advertise-http)")
 	fs.StringVar(&cfg.SMTPDefault.Host, "smtp-host", "", "the cluster's default SMTP server, for projects that set none (PUT /api/auth/smtp)")
 	fs.IntVar(&cfg.SMTPDefault.Port, "smtp-port", 587, "port of --smtp-host")
@@ -242,6 +250,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := auth.NewHostPolicy(cfg.AllowPrivateHosts); err != nil {
 		return usageError("bad --allow-private-hosts (EDGEBASE_ALLOW_PRIVATE_HOSTS): " + err.Error())
+	}
+	for _, h := range strings.Split(privateWebhooks, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.AllowPrivateWebhooks = append(cfg.AllowPrivateWebhooks, h)
+		}
+	}
+	if _, err := auth.NewHostPolicy(cfg.AllowPrivateWebhooks); err != nil {
+		return usageError("bad --allow-private-webhooks (EDGEBASE_ALLOW_PRIVATE_WEBHOOKS): " + err.Error())
+	}
+	if t := cfg.TriggerTuning; t.InFlight < 1 || t.Timeout <= 0 || t.MinBackoff <= 0 || t.MaxBackoff < t.MinBackoff || t.RetryFor <= 0 || t.MaxDepth < 1 {
+		return usageError("--trigger-in-flight and --trigger-max-depth must be 1 or more, the trigger durations positive, --trigger-max-backoff at least --trigger-min-backoff")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/edgebase/edgebase/node"
 	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
+	"github.com/edgebase/edgebase/triggers"
 )
 
 // AdminToken and Secret are what every test cluster uses.
@@ -99,6 +100,11 @@ type Options struct {
 	// AllowPrivateHosts is --allow-private-hosts (tests name 127.0.0.1 to
 	// let a project use a local SMTP server or OIDC provider).
 	AllowPrivateHosts []string
+	// AllowPrivateWebhooks is --allow-private-webhooks (tests name
+	// 127.0.0.1 for a local webhook receiver); TriggerTuning sizes and
+	// times trigger deliveries (tests shorten the backoff and retries).
+	AllowPrivateWebhooks []string
+	TriggerTuning        triggers.Tuning
 	// SMTPDefault is the operator's SMTP server (--smtp-*).
 	SMTPDefault auth.SMTPSettings
 	// MailRootCAs verifies SMTP servers' certificates; MailTuning sizes
@@ -315,6 +321,7 @@ func (c *Cluster) MemberConfig(i int) node.Config {
 		QueryScanLimit:    c.opts.QueryScanLimit,
 		AllowPrivateHosts: c.opts.AllowPrivateHosts, SMTPDefault: c.opts.SMTPDefault,
 		MailRootCAs: c.opts.MailRootCAs, MailTuning: c.opts.MailTuning,
+		AllowPrivateWebhooks: c.opts.AllowPrivateWebhooks, TriggerTuning: c.opts.TriggerTuning,
 	}
 	if c.opts.TLS {
 		cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = m.TLS.Cert, m.TLS.Key, m.TLS.CA
