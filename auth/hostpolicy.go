@@ -23,12 +23,21 @@ type HostPolicy struct {
 	prefixes []netip.Prefix
 	names    map[string]bool
 	resolver *net.Resolver
+	// flag names the operator's setting in refusals (--allow-private-hosts
+	// unless NewHostPolicyFlag said otherwise).
+	flag string
 }
 
 // NewHostPolicy parses the operator's allowances: IP addresses, CIDR
 // prefixes and host names (compared lowercased, without a trailing dot).
 func NewHostPolicy(allowed []string) (*HostPolicy, error) {
-	p := &HostPolicy{names: map[string]bool{}, resolver: net.DefaultResolver}
+	return NewHostPolicyFlag(allowed, "--allow-private-hosts")
+}
+
+// NewHostPolicyFlag is NewHostPolicy for a list the operator sets with flag
+// (e.g. --allow-private-webhooks), which its refusals name.
+func NewHostPolicyFlag(allowed []string, flag string) (*HostPolicy, error) {
+	p := &HostPolicy{names: map[string]bool{}, resolver: net.DefaultResolver, flag: flag}
 	for _, a := range allowed {
 		a = strings.TrimSpace(a)
 		if a == "" {
@@ -80,6 +89,13 @@ func (p *HostPolicy) allowsAddr(host string, ip netip.Addr) bool {
 	return false
 }
 
+func (p *HostPolicy) flagName() string {
+	if p == nil || p.flag == "" {
+		return "--allow-private-hosts"
+	}
+	return p.flag
+}
+
 // Check resolves host (a name or an IP literal, without port) and refuses
 // it when any of its addresses is internal and not allowed. A host that does
 // not resolve is refused too. DialContext checks again at connect time, so a
@@ -91,7 +107,7 @@ func (p *HostPolicy) Check(ctx context.Context, host string) error {
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if !p.allowsAddr(host, ip) {
-			return fmt.Errorf("%w: %s is a private or loopback address (the operator may allow it with --allow-private-hosts)", ErrHostNotAllowed, host)
+			return fmt.Errorf("%w: %s is a private or loopback address (the operator may allow it with %s)", ErrHostNotAllowed, host, p.flagName())
 		}
 		return nil
 	}
@@ -105,7 +121,7 @@ func (p *HostPolicy) Check(ctx context.Context, host string) error {
 	}
 	for _, ip := range addrs {
 		if !p.allowsAddr(host, ip) {
-			return fmt.Errorf("%w: %s resolves to the private or loopback address %s (the operator may allow it with --allow-private-hosts)", ErrHostNotAllowed, host, ip)
+			return fmt.Errorf("%w: %s resolves to the private or loopback address %s (the operator may allow it with %s)", ErrHostNotAllowed, host, ip, p.flagName())
 		}
 	}
 	return nil

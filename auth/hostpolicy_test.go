@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,4 +97,27 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestHostPolicyNamesItsFlag: a refusal tells the operator which setting
+// allows the host (webhooks have their own list).
+func TestHostPolicyNamesItsFlag(t *testing.T) {
+	ctx := context.Background()
+	hooks, err := NewHostPolicyFlag([]string{"10.0.0.0/8"}, "--allow-private-webhooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hooks.Check(ctx, "127.0.0.1"); !errors.Is(err, ErrHostNotAllowed) || !strings.Contains(err.Error(), "--allow-private-webhooks") {
+		t.Errorf("webhook policy refusal = %v, want one naming --allow-private-webhooks", err)
+	}
+	if err := hooks.Check(ctx, "10.1.1.1"); err != nil {
+		t.Errorf("allowed 10.1.1.1 refused: %v", err)
+	}
+	hosts, err := NewHostPolicy(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts.Check(ctx, "127.0.0.1"); err == nil || !strings.Contains(err.Error(), "--allow-private-hosts") {
+		t.Errorf("host policy refusal = %v, want one naming --allow-private-hosts", err)
+	}
 }
