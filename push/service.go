@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -663,6 +664,51 @@ func (s *Service) queue(ctx context.Context, pid, createdBy string, t Target, co
 	}
 	s.metrics.queuedOne()
 	return note, res.Revision, nil
+}
+
+// QueueForTrigger queues notification nid of project pid for a trigger's
+// push action (createdBy "trigger:<name>"). nid is the event's own id (24
+// hex digits), and the notification is committed only when none with that
+// id exists: a second delivery of the same event queues nothing and
+// answers queued false, as does a project whose push is off. Refusals of
+// the target or content are *Error (4xx): retrying cannot help them.
+func (s *Service) QueueForTrigger(ctx context.Context, pid, nid, createdBy string, t Target, content Content) (bool, error) {
+	if len(nid) != 24 || strings.Trim(nid, "0123456789abcdef") != "" {
+		return false, fieldErr("id", "a trigger's notification id is 24 lowercase hex digits")
+	}
+	if err := content.Validate(); err != nil {
+		return false, err
+	}
+	on, err := s.Enabled(pid)
+	if err != nil || !on {
+		return false, err
+	}
+	n, err := s.checkTarget(pid, t)
+	if err != nil {
+		return false, err
+	}
+	now := s.now()
+	note := &Notification{ID: nid, ProjectID: pid, Content: content, Target: t, Status: StatusQueued,
+		CreatedAt: formatTime(now), CreatedBy: createdBy, Targets: n}
+	j := job{ID: newFIFOID(now), ProjectID: pid, NID: nid, Target: t}
+	txn := &raftstore.Txn{Time: now.UnixNano(),
+		Conds: []raftstore.Cond{{Path: keys.Notification(pid, nid), Kind: raftstore.CondNotExists, Name: "queued"}},
+		Ops: []raftstore.Op{
+			{Kind: raftstore.OpPut, Path: keys.Notification(pid, nid), Data: mustJSON(note)},
+			{Kind: raftstore.OpPut, Path: keys.PushJob(j.ID), Data: mustJSON(j)},
+		}}
+	res, err := s.store.Txn(ctx, txn)
+	if err != nil {
+		return false, err
+	}
+	if res.Failed(txn) == "queued" {
+		return false, nil
+	}
+	if !res.OK() {
+		return false, fmt.Errorf("push: queue a trigger's notification: refused: %s", res.Err)
+	}
+	s.metrics.queuedOne()
+	return true, nil
 }
 
 // SecurityNotice tells the account uid of a change to its security (a second
