@@ -98,6 +98,9 @@ func mustStartNode(t *testing.T, ctx context.Context, bin string, mail *smtptest
 		"--admin-token", adminToken,
 		"--cluster-secret", clusterSecret,
 		"--secret-key", secretKey,
+		// test/triggers.test.mjs runs its own webhook receiver on loopback.
+		"--allow-private-webhooks", "127.0.0.1",
+		"--trigger-min-backoff", "50ms", "--trigger-max-backoff", "200ms", "--trigger-retry-for", "3s",
 		"--register-limit-addr", "0",
 		"--smtp-host", mail.Host(),
 		"--smtp-port", strconv.Itoa(mail.Port()),
