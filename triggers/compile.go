@@ -583,6 +583,9 @@ func compileWrite(env *cel.Env, w *WriteAction, budget *int) (*compiledWrite, er
 				return nil, fieldErr(f+"value", "%v", err)
 			}
 		case "by":
+			if len(w.By) == 0 {
+				return nil, fieldErr(f+"by", "by is required")
+			}
 			if cw.by, err = compileJSON(env, w.By, budget); err != nil {
 				return nil, fieldErr(f+"by", "%v", err)
 			}
@@ -596,6 +599,9 @@ func compileWrite(env *cel.Env, w *WriteAction, budget *int) (*compiledWrite, er
 				return nil, fieldErr(f+"by", "by must be a number")
 			}
 		case "values":
+			if len(w.Values) == 0 {
+				return nil, fieldErr(f+"values", "values is required")
+			}
 			if cw.values, err = compileJSON(env, w.Values, budget); err != nil {
 				return nil, fieldErr(f+"values", "%v", err)
 			}
