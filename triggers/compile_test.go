@@ -287,66 +287,6 @@ func TestFiresCostLimit(t *testing.T) {
 	}
 }
 
-func TestTemplates(t *testing.T) {
-	ctx := context.Background()
-	ch := &Change{Project: "p1", Path: "posts/a", Revision: 9, Type: TypeUpdate,
-		Before: json.RawMessage(`{"n":1}`),
-		After:  json.RawMessage(`{"title":"Hi","n":2,"r":2.5,"tags":["x","y"],"m":{"b":1,"a":"s"},"z":null,"ok":true}`),
-		Time:   time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)}
-	params := map[string]string{"id": "a"}
-	cases := []struct{ src, want string }{
-		{"plain text", "plain text"},
-		{"", ""},
-		{"{{ after.title }}", "Hi"},
-		{"Post {{after.title}}!", "Post Hi!"},
-		{"{{ after.n }} {{ after.r }} {{ revision }} {{ after.n - before.n }}", "2 2.5 9 1"},
-		{"[{{ after.z }}]", "[]"},
-		{"{{ after.ok }}", "true"},
-		{"{{ after.tags }}", `["x","y"]`},
-		{"{{ after.m }}", `{"a":"s","b":1}`},
-		{"{{ {'k': [1, 'two}}']} }}", `{"k":[1,"two}}"]}`},
-		{"{{ params.id + '/' + path + ':' + type }}", "a/posts/a:update"},
-		{"{{ time }}", "2026-01-02T03:04:05.0000006Z"},
-		{"a }} b", "a }} b"},
-		{"{{ 'x' }}{{ \"y\" }}", "xy"},
-	}
-	for _, tc := range cases {
-		env, err := newEnv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		budget := MaxTemplateExprs
-		tp, err := compileTemplate(env, tc.src, &budget)
-		if err != nil {
-			t.Errorf("compileTemplate(%q): %v", tc.src, err)
-			continue
-		}
-		got, err := tp.render(ctx, activation(ch, params))
-		if err != nil {
-			t.Errorf("render(%q): %v", tc.src, err)
-			continue
-		}
-		if got != tc.want {
-			t.Errorf("render(%q) = %q, want %q", tc.src, got, tc.want)
-		}
-	}
-	// A template whose expression fails to evaluate is an error, not text.
-	env, _ := newEnv()
-	budget := MaxTemplateExprs
-	tp, err := compileTemplate(env, "{{ after.missing }}", &budget)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := tp.render(ctx, activation(ch, params)); err == nil {
-		t.Errorf("render of a missing key = %q, want an error", got)
-	}
-	for _, bad := range []string{"{{", "x {{ 1 ", "{{ 'unclosed }}", "{{}}"} {
-		if _, err := compileTemplate(env, bad, &budget); err == nil {
-			t.Errorf("compileTemplate(%q) accepted", bad)
-		}
-	}
-}
-
 func TestRenderWrite(t *testing.T) {
 	ctx := context.Background()
 	ch := &Change{Project: "p1", Path: "posts/a", Revision: 9, Type: TypeCreate,
