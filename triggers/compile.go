@@ -280,7 +280,16 @@ func cloneDef(d *Definition) Definition {
 	return out
 }
 
-// newEnv declares the variables of conditions, userIdFrom and templates.
+// newEnv declares the variables of conditions, userIdFrom and templates:
+//
+//	before, after  dyn: the document's data before and after the change
+//	               (null when absent); decoded from JSON as the access
+//	               rules do, so every number is a double (after.n * 2.0)
+//	path           string: the project-relative document path
+//	revision       int: the change's revision
+//	type           string: create, update or delete
+//	time           timestamp: the commit's time
+//	params         map(string, string): the variables match bound
 func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("before", cel.DynType),
