@@ -572,7 +572,7 @@ func consoleSignin(t *testing.T, e *consoleEnv) {
 		b, _ := json.Marshal(want)
 		return `JSON.stringify([...document.querySelectorAll('#nav a')].map(a => a.textContent)) === ` + js(string(b))
 	}
-	p.waitFor("the owner's pages in the nav", navIs("Data", "Rules", "Users", "Push"), 5*time.Second)
+	p.waitFor("the owner's pages in the nav", navIs("Data", "Rules", "Users", "Push", "Triggers"), 5*time.Second)
 	if !p.eval(`document.querySelector('#nav a[aria-current=page]').textContent === 'Data'`) {
 		t.Errorf("the nav does not mark Data as the current page\n%s", p.state())
 	}
@@ -602,7 +602,7 @@ func consoleSignin(t *testing.T, e *consoleEnv) {
 	e.typeInto(t, p, "#signin-token", e.adminToken)
 	e.key(t, p, "Enter")
 	p.waitFor("the projects page after the operator signed in", `location.hash.startsWith('#/projects') && !!document.getElementById('h-projects')`, 15*time.Second)
-	p.waitFor("every page in the nav", navIs("Projects", "Data", "Rules", "Users", "Push", "Cluster"), 5*time.Second)
+	p.waitFor("every page in the nav", navIs("Projects", "Data", "Rules", "Users", "Push", "Triggers", "Cluster"), 5*time.Second)
 
 	// The sign-in page lists both, each with its sign-out.
 	e.open(t, p, "signin")
@@ -617,7 +617,7 @@ func consoleSignin(t *testing.T, e *consoleEnv) {
 	e.tabTo(t, p, "#signin-operator-signout")
 	e.key(t, p, "Enter")
 	p.waitFor("the operator signed out", `!localStorage.getItem('edgebase.console.operator') && !!document.getElementById('signin-token')`, 10*time.Second)
-	p.waitFor("the operator's pages gone from the nav", navIs("Data", "Rules", "Users", "Push"), 5*time.Second)
+	p.waitFor("the operator's pages gone from the nav", navIs("Data", "Rules", "Users", "Push", "Triggers"), 5*time.Second)
 	q.waitFor("the other tab leaves the cluster page", `!document.getElementById('h-cluster') && !!document.querySelector('#main h1')`, 10*time.Second)
 
 	// The session ends on the server (signed out elsewhere): the console
