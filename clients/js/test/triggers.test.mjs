@@ -100,7 +100,7 @@ test('a webhook trigger delivers every change of its match, signed, in order; li
   // A document outside the match fires nothing; three changes of one inside do.
   await o.db.set(unique('other') + '/x', { n: 0 });
   const created = await o.db.set(`${coll}/a`, { n: 1 });
-  const updated = await o.db.update(`${coll}/a`, { field: 'n', value: 2 });
+  const updated = await o.db.set(`${coll}/a`, { n: 2 });
   const deleted = await o.db.delete(`${coll}/a`);
   await waitFor(() => receiver.to(hookPath).length >= 3, 20000, 'three deliveries');
   const ds = receiver.to(hookPath);
