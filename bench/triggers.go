@@ -259,22 +259,13 @@ type trgState struct {
 	runs []trgRunResult
 }
 
-// Until env has its own field for it (requested), each cluster's state is
-// kept here, by env.
-var (
-	trgStatesMu sync.Mutex
-	trgStates   = map[*env]*trgState{}
-)
-
+// trgStateOf is e's TRG state, made on first use (scenarios run one at a
+// time).
 func trgStateOf(e *env) *trgState {
-	trgStatesMu.Lock()
-	defer trgStatesMu.Unlock()
-	st := trgStates[e]
-	if st == nil {
-		st = &trgState{}
-		trgStates[e] = st
+	if e.trg == nil {
+		e.trg = &trgState{}
 	}
-	return st
+	return e.trg
 }
 
 // tally compares what arrived with what was written: expected maps each
@@ -372,7 +363,7 @@ func trgDefinition(coll, endpoint, secret string) map[string]any {
 // deliveries are signed with (the bench's own, echoed once).
 func putTrigger(ctx context.Context, e *env, name string, def map[string]any, secret string) (string, error) {
 	r, err := call(ctx, e.hc, http.MethodPut, e.c.leader.url+"/api/triggers/"+url.PathEscape(name),
-		map[string]string{"Authorization": "Bearer " + e.pr.Token}, def)
+		trgHeaders(e), def)
 	if err != nil {
 		return "", fmt.Errorf("PUT trigger %s: %w", name, err)
 	}
@@ -395,9 +386,14 @@ func putTrigger(ctx context.Context, e *env, name string, def map[string]any, se
 	return secret, nil
 }
 
+// trgHeaders are the owner API's headers: the project, its key, the owner.
+func trgHeaders(e *env) map[string]string {
+	return map[string]string{"X-Project-Id": e.pr.ID, "X-API-Key": e.pr.APIKey, "Authorization": "Bearer " + e.pr.Token}
+}
+
 func deleteTrigger(ctx context.Context, e *env, name string) error {
 	r, err := call(ctx, e.hc, http.MethodDelete, e.c.leader.url+"/api/triggers/"+url.PathEscape(name),
-		map[string]string{"Authorization": "Bearer " + e.pr.Token}, nil)
+		trgHeaders(e), nil)
 	if err != nil {
 		return fmt.Errorf("DELETE trigger %s: %w", name, err)
 	}
@@ -596,9 +592,10 @@ func summarizeTrgRuns(runs []trgRunResult, p99Ms float64) *trgResult {
 	return tr
 }
 
-// setTrgResult is where TRG's figures go into the result (the notes until
-// the result has a field for them).
+// setTrgResult puts TRG's figures into the result (JSON "triggers") and a
+// line per run into its notes (the table).
 func setTrgResult(r *result, tr *trgResult) {
+	r.Triggers = tr
 	for i, x := range tr.Runs {
 		r.Notes = append(r.Notes, fmt.Sprintf("run %d: %d writes at %.0f/s, %d webhooks at %.0f/s, drain %s, p50 %s p99 %s max %s, probe %s",
 			i+1, x.Writes, x.WritesPerSec, x.Delivered, x.WebhooksPerSec, fmtMs(x.DrainMs), fmtMs(x.P50Ms), fmtMs(x.P99Ms), fmtMs(x.MaxMs), fmtMs(x.ProbeMs)))
