@@ -28,10 +28,15 @@
 //   - push: every due notification reaches every device at least once across
 //     a leader kill, with duplicates only around the leadership change;
 //   - mail: every acknowledged email reaches the SMTP server at least once
-//     across a leader kill with messages on the wire (duplicates counted).
+//     across a leader kill with messages on the wire (duplicates counted);
+//   - triggers: every committed change a webhook trigger matches reaches a
+//     real receiver (internal/hookcheck, which checks each signature) at
+//     least once across a leader kill, pause or partition, first deliveries
+//     in revision order per path, duplicates only around a leadership change
+//     (triggercheck.go settles the changes from the writes).
 //
 // The model and the checkers are plain code (model.go, streams.go,
-// pushcheck.go, mailcheck.go) with their own tests; the fault runs are in the _test files
+// pushcheck.go, mailcheck.go, triggercheck.go) with their own tests; the fault runs are in the _test files
 // (the access workload in access_test.go).
 // docs/robustness.md describes the faults, the checks, the results and the
 // guarantees they support.
