@@ -861,3 +861,68 @@ func TestTriggersRefuseBadInput(t *testing.T) {
 		t.Errorf("GET /api/triggers without a token: %v %v", r2, err)
 	}
 }
+
+// TestTriggersRetryAfterAndTimeout runs one node whose backoff cap is long
+// enough to see a receiver's Retry-After (seconds, and an HTTP date)
+// honoured over the 50ms minimum backoff, and whose webhook timeout is
+// short: an answer later than it is a failed attempt, tried again. The
+// owner's extra headers go out with every delivery.
+func TestTriggersRetryAfterAndTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recv := hookcheck.New(t, nil)
+	c := startTriggerCluster(t, ctx, 1, nil, []string{"--allow-private-webhooks", "127.0.0.1",
+		"--trigger-min-backoff", "50ms", "--trigger-max-backoff", "10s", "--trigger-retry-for", "1m", "--trigger-timeout", "500ms"})
+	p := c.nodes[0]
+	pr := c.mustCreateProject(p)
+	v := c.mustPutTrigger(p, pr, "ra", map[string]any{"match": "ra/{id}",
+		"action": map[string]any{"webhook": map[string]any{"url": recv.URL() + "/ra", "headers": map[string]string{"X-App": "shop"}}}})
+	recv.SetSecret("ra", v.Action.Webhook.Secret)
+
+	recv.Script("ra/seconds", hookcheck.Rule{Status: http.StatusServiceUnavailable, RetryAfter: "2", Times: 1})
+	// An HTTP date 3 s ahead (second resolution): at least 2 s.
+	recv.Script("ra/date", hookcheck.Rule{Status: http.StatusTooManyRequests, RetryAfter: time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat), Times: 1})
+	recv.Script("ra/slow", hookcheck.Rule{Delay: 3 * time.Second, Times: 1})
+	var acks []ack
+	for _, path := range []string{"ra/seconds", "ra/date", "ra/slow"} {
+		data := json.RawMessage(`{"v":1}`)
+		_, rev, err := c.write(p, pr, path, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, ack{path: path, rev: rev, data: data})
+	}
+	want := expectedFrom("ra", acks)
+	awaitAccepted(t, ctx, recv, want, 60*time.Second)
+	ds := recv.Deliveries()
+	_, errs := hookcheck.Check(want, ds, hookcheck.Options{})
+	for _, err := range errs {
+		t.Error(err)
+	}
+	for _, tc := range []struct {
+		path     string
+		min, max time.Duration
+	}{{"ra/seconds", 1900 * time.Millisecond, 5 * time.Second}, {"ra/date", 1 * time.Second, 6 * time.Second}, {"ra/slow", 0, 3 * time.Second}} {
+		got := ofPath(ds, tc.path)
+		if len(got) != 2 || got[0].Accepted() || !got[1].Accepted() || got[1].Attempt != 2 {
+			t.Errorf("%s: %d deliveries, want a failed one then an accepted second attempt", tc.path, len(got))
+			continue
+		}
+		// From the refused answer (or, for the slow one, the sender giving
+		// up) to the next request.
+		if gap := got[1].Received.Sub(got[0].Received); gap < tc.min || gap > tc.max+got[0].At.Sub(got[0].Received) {
+			t.Errorf("%s: the retry came %v after the first attempt, want within [%v, %v] of its answer", tc.path, gap, tc.min, tc.max)
+		}
+		for _, d := range got {
+			if d.Header.Get("X-App") != "shop" {
+				t.Errorf("%s attempt %d: X-App %q, want the trigger's header", tc.path, d.Attempt, d.Header.Get("X-App"))
+			}
+		}
+	}
+	if slow := ofPath(ds, "ra/slow"); len(slow) > 0 && !slow[0].Canceled {
+		t.Errorf("ra/slow's first attempt was not given up by the sender within --trigger-timeout 500ms: %+v", slow[0])
+	}
+	if rej := recv.Rejections(); len(rej) > 0 {
+		t.Errorf("the receiver rejected %d requests, first %s", len(rej), rej[0])
+	}
+}
