@@ -851,6 +851,25 @@ func TestTriggersRefuseBadInput(t *testing.T) {
 	if got.Action.Webhook == nil || got.Action.Webhook.Secret != "" || got.Action.Webhook.SecretHint != "1234" || got.CreatedAt == "" {
 		t.Errorf("GET answer %+v: want no secret, hint 1234", got.Action.Webhook)
 	}
+	// A PUT without the secret keeps the old one, and answers none.
+	r3, err := c.triggers(p, pr, http.MethodPut, "/public", map[string]any{"match": "orders/{id}", "on": []string{"create"},
+		"action": map[string]any{"webhook": map[string]any{"url": "https://93.184.216.34/hook2"}}})
+	var again triggerView
+	if err != nil || r3.status != http.StatusOK || json.Unmarshal(r3.body, &again) != nil || again.Action.Webhook == nil ||
+		again.Action.Webhook.Secret != "" || again.Action.Webhook.SecretHint != "1234" || again.CreatedAt != got.CreatedAt {
+		t.Errorf("PUT replacing public without a secret: %v %v, want 200, the old secret kept (hint 1234), createdAt kept", r3, err)
+	}
+	// At most MaxTriggers (100) per project: the 101st is 409.
+	for i := 1; i < 100; i++ {
+		c.mustPutTrigger(p, pr, fmt.Sprintf("many-%03d", i), map[string]any{"match": "m/{id}",
+			"action": map[string]any{"write": map[string]any{"op": "set", "collection": "n/x", "data": map[string]int{"v": 1}}}})
+	}
+	r3, err = c.triggers(p, pr, http.MethodPut, "/one-too-many", map[string]any{"match": "m/{id}",
+		"action": map[string]any{"write": map[string]any{"op": "set", "collection": "n/x", "data": map[string]int{"v": 1}}}})
+	mustRefuse(t, "the 101st trigger", r3, err, http.StatusConflict, "too_many_triggers", "")
+	// Replacing one of the hundred is fine.
+	c.mustPutTrigger(p, pr, "many-001", map[string]any{"match": "m/{id}", "disabled": true,
+		"action": map[string]any{"write": map[string]any{"op": "set", "collection": "n/y", "data": map[string]int{"v": 1}}}})
 	// Absent: 404. Not the owner: refused.
 	r2, err := c.triggers(p, pr, http.MethodGet, "/absent", nil)
 	mustRefuse(t, "GET absent", r2, err, http.StatusNotFound, "not_found", "")
@@ -859,6 +878,24 @@ func TestTriggersRefuseBadInput(t *testing.T) {
 	r2, err = doJSON(ctx, httpClient, 10*time.Second, http.MethodGet, p.url()+"/api/triggers", map[string]string{"X-Project-Id": pr.ID, "X-API-Key": pr.APIKey}, nil)
 	if err != nil || r2.status != http.StatusUnauthorized && r2.status != http.StatusForbidden {
 		t.Errorf("GET /api/triggers without a token: %v %v", r2, err)
+	}
+	// A signed-in user who is not the owner may neither read nor declare.
+	r2, err = doJSON(ctx, httpClient, 30*time.Second, http.MethodPost, p.url()+"/api/auth", map[string]string{"X-Project-Id": pr.ID, "X-API-Key": pr.APIKey},
+		map[string]string{"action": "register", "email": "user@example.com", "password": "a user's password 1", "name": "User"})
+	var reg struct {
+		Token string `json:"token"`
+	}
+	if err != nil || r2.status != http.StatusCreated || json.Unmarshal(r2.body, &reg) != nil || reg.Token == "" {
+		t.Fatalf("register: %v %v", r2, err)
+	}
+	user := map[string]string{"Authorization": "Bearer " + reg.Token, "X-Project-Id": pr.ID, "X-API-Key": pr.APIKey}
+	for _, m := range []struct {
+		method, path string
+		body         any
+	}{{http.MethodGet, "", nil}, {http.MethodGet, "/public", nil}, {http.MethodPut, "/mine", hook("https://93.184.216.34/x")},
+		{http.MethodDelete, "/public", nil}, {http.MethodGet, "/public/dead", nil}, {http.MethodPost, "/public/replay", map[string]any{}}} {
+		r2, err = doJSON(ctx, httpClient, 10*time.Second, m.method, p.url()+"/api/triggers"+m.path, user, m.body)
+		mustRefuse(t, "a user's "+m.method+" /api/triggers"+m.path, r2, err, http.StatusForbidden, "forbidden", "")
 	}
 }
 
