@@ -24,6 +24,8 @@ import (
 
 type noPush struct{ Push }
 
+type noTriggers struct{ Triggers }
+
 const probeAdminToken = "admin-probe"
 
 // mustFullServer is a Server with every optional route registered (realtime,
@@ -32,7 +34,7 @@ const probeAdminToken = "admin-probe"
 func mustFullServer(t *testing.T) *Server {
 	t.Helper()
 	s, err := New(Config{Store: noStore{}, Cluster: noCluster{}, Accounts: noAccounts{}, AdminToken: probeAdminToken,
-		Realtime: new(realtime.Server), Push: noPush{}, Metrics: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})})
+		Realtime: new(realtime.Server), Push: noPush{}, Triggers: noTriggers{}, Metrics: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,6 +153,8 @@ type Config struct {
 	Realtime *realtime.Server
 	// Push serves /api/notifications (nil: the routes answer 404).
 	Push Push
+	// Triggers serves /api/triggers (nil: the routes answer 404).
+	Triggers Triggers
 	// TrustedProxies are the addresses of reverse proxies whose
 	// X-Forwarded-For names the client (for the brute-force limits). Empty:
 	// the client is the TCP peer.
@@ -184,6 +186,7 @@ type Server struct {
 	proxies      []netip.Prefix
 	realtime     *realtime.Server
 	push         Push
+	triggers     Triggers
 	mux          *routeMux
 	routeLabels  map[string]string // registered pattern → route label
 	metrics      *httpMetrics      // nil: off
@@ -222,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: CORS origins: %w", err)
 	}
 	s := &Server{store: cfg.Store, cluster: cfg.Cluster, accounts: cfg.Accounts, adminToken: cfg.AdminToken,
-		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, mux: newRouteMux(),
+		limits: cfg.Limits.withDefaults(), logger: cfg.Logger, writeTimeout: cfg.WriteTimeout, readTimeout: cfg.ReadTimeout, proxies: cfg.TrustedProxies, realtime: cfg.Realtime, push: cfg.Push, triggers: cfg.Triggers, mux: newRouteMux(),
 		metricsPage: cfg.Metrics, errLog: newLogLimiter(errLogBurst, time.Now), corsOrigins: corsOrigins, queryScanLimit: cfg.QueryScanLimit, projStats: newStatsCache()}
 	s.routes()
 	s.routeLabels = routeLabels(s.mux.patterns)
@@ -252,6 +255,9 @@ func (s *Server) routes() {
 	}
 	if s.push != nil {
 		s.pushRoutes()
+	}
+	if s.triggers != nil {
+		s.triggerRoutes()
 	}
 	s.sdkRoutes()
 	s.consoleRoutes()

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/edgebase/edgebase/auth"
@@ -317,6 +318,10 @@ func (s *Service) Put(ctx context.Context, pid, name string, in *Definition) (*P
 	)
 	if d.Action.Webhook != nil {
 		sent = d.Action.Webhook.Secret
+		if strings.HasPrefix(sent, sealedPrefix) {
+			// Validate lets a stored (sealed) secret pass; an owner's may not look like one.
+			return nil, invalid("action.webhook.secret", "a secret may not start with %q", sealedPrefix)
+		}
 	}
 	defPath := keys.Trigger(pid, name)
 	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
