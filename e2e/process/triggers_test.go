@@ -696,6 +696,41 @@ func TestTriggersProcess(t *testing.T) {
 		}
 	})
 
+	t.Run("disabled", func(t *testing.T) {
+		// A disabled trigger delivers nothing; enabled again, it delivers
+		// what was committed meanwhile, from where its cursor stayed.
+		v := webhook("off", "off/{id}", nil)
+		_, rev1, err := c.write(node(0), pr, "off/a", map[string]int{"v": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitAccepted(t, ctx, recv, []hookcheck.Expected{{Trigger: "off", Path: "off/a", Revision: rev1, Type: "create"}}, 20*time.Second)
+		def := map[string]any{"match": "off/{id}", "disabled": true, "action": map[string]any{"webhook": map[string]any{"url": v.Action.Webhook.URL}}}
+		c.mustPutTrigger(node(1), pr, "off", def)
+		_, rev2, err := c.write(node(2), pr, "off/a", map[string]int{"v": 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Meanwhile another trigger delivers a later change: the runner
+		// has gone past rev2 and left it.
+		_, rev3, err := c.write(node(0), pr, "orders/after-off", map[string]int{"total": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitAccepted(t, ctx, recv, []hookcheck.Expected{{Trigger: "orders", Path: "orders/after-off", Revision: rev3, Type: "create"}}, 20*time.Second)
+		if got := ofTriggers(recv, "off"); len(got) != 1 {
+			t.Fatalf("the disabled trigger delivered %d events, want only the one before it was disabled", len(got))
+		}
+		def["disabled"] = false
+		c.mustPutTrigger(node(1), pr, "off", def)
+		want := []hookcheck.Expected{{Trigger: "off", Path: "off/a", Revision: rev1, Type: "create"}, {Trigger: "off", Path: "off/a", Revision: rev2, Type: "update"}}
+		awaitAccepted(t, ctx, recv, want, 20*time.Second)
+		_, errs := hookcheck.Check(want, ofTriggers(recv, "off"), hookcheck.Options{})
+		for _, err := range errs {
+			t.Error(err)
+		}
+	})
+
 	t.Run("status-and-metrics", func(t *testing.T) {
 		r, err := c.triggers(node(1), pr, http.MethodGet, "", nil)
 		var list struct {
@@ -711,7 +746,7 @@ func TestTriggersProcess(t *testing.T) {
 				t.Errorf("listed %s shows secret %q, hint %q: want only the hint", v.Name, v.Action.Webhook.Secret, v.Action.Webhook.SecretHint)
 			}
 		}
-		if want := []string{"audit", "big", "dead", "likes", "loop", "notify", "orders", "retry", "seq"}; !slices.Equal(names, want) {
+		if want := []string{"audit", "big", "dead", "likes", "loop", "notify", "off", "orders", "retry", "seq"}; !slices.Equal(names, want) {
 			t.Errorf("listed %v, want %v (sorted)", names, want)
 		}
 		// The cursor reaches the last write; the counts add up.
