@@ -10,6 +10,9 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -345,6 +348,12 @@ func TestTriggersProcess(t *testing.T) {
 				t.Errorf("delivery %s: attempt %d with a receiver that never failed", p.ID, d.Attempt)
 			}
 		}
+	})
+
+	t.Run("docs-snippet", func(t *testing.T) {
+		// The receiver's check the docs show (docs/sdk-js.md, Node) accepts
+		// a real delivery and refuses it with one byte changed.
+		verifyWithDocsSnippet(t, recv, "orders")
 	})
 
 	t.Run("order", func(t *testing.T) {
@@ -996,5 +1005,51 @@ func TestTriggersRetryAfterAndTimeout(t *testing.T) {
 	}
 	if rej := recv.Rejections(); len(rej) > 0 {
 		t.Errorf("the receiver rejected %d requests, first %s", len(rej), rej[0])
+	}
+}
+
+// verifyWithDocsSnippet runs the Node signature check of docs/sdk-js.md on
+// the first delivery of trigger: it must say true, and false once the
+// body is changed or the secret is another.
+func verifyWithDocsSnippet(t *testing.T, recv *hookcheck.Receiver, trigger string) {
+	t.Helper()
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node here to run the docs' snippet")
+	}
+	md, err := os.ReadFile(filepath.Join("..", "..", "docs", "sdk-js.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(md), "```js\nimport { createHmac")
+	if start < 0 {
+		t.Fatal("docs/sdk-js.md shows no Node signature check (```js import { createHmac ...)")
+	}
+	code := string(md[start+len("```js\n"):])
+	code = code[:strings.Index(code, "```")]
+	ds := ofTriggers(recv, trigger)
+	if len(ds) == 0 {
+		t.Fatalf("no delivery of %s to check", trigger)
+	}
+	d := ds[0]
+	secret, ok := recv.Secret(trigger)
+	if !ok {
+		t.Fatalf("no secret of %s", trigger)
+	}
+	args, _ := json.Marshal([]string{d.Header.Get(hookcheck.HeaderSignature), string(d.Body)})
+	script := code + "\nconst [header, body] = " + string(args) + ";\n" +
+		"console.log(JSON.stringify([verified(process.env.SECRET, header, body), verified(process.env.SECRET, header, body.replace('\"revision\":', '\"revision\": ')), verified('whsec_other', header, body)]));\n"
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "verify.mjs"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nodeBin, filepath.Join(dir, "verify.mjs"))
+	cmd.Env = append(os.Environ(), "SECRET="+secret)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "[true,false,false]" {
+		t.Errorf("the docs' snippet said %s for (the delivery, its body changed, another secret), want [true,false,false]", got)
 	}
 }

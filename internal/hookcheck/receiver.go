@@ -252,6 +252,9 @@ func (r *Receiver) Check(expected []Expected, opts Options) (Report, []error) {
 	return Check(expected, r.Deliveries(), opts)
 }
 
+// Secret is the secret the receiver checks trigger's signatures with.
+func (r *Receiver) Secret(trigger string) (string, bool) { return r.secret(trigger) }
+
 func (r *Receiver) secret(trigger string) (string, bool) {
 	r.mu.Lock()
 	s, ok := r.secretMap[trigger]
