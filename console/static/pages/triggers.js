@@ -67,7 +67,7 @@ export default {
     const listStatus = h('p', { class: 'ok', id: 'triggers-list-status', 'aria-live': 'polite' });
     const tbody = h('tbody');
     const empty = h('p', { class: 'empty', id: 'triggers-empty', hidden: true }, 'No triggers yet: create one below.');
-    const columns = ['Name', 'Match', 'On', 'Action', 'State', 'Cursor', 'Lag', 'Pending', 'Dead letters', 'Delivered', 'Failed', 'Last error', 'Actions'];
+    const columns = ['Trigger', 'Action', 'Cursor', 'Lag', 'Pending', 'Dead letters', 'Delivered', 'Failed', 'Last error', 'Actions'];
     const numeric = new Set(['Cursor', 'Lag', 'Pending', 'Dead letters', 'Delivered', 'Failed']);
     const tableWrap = h('div', { class: 'table-wrap', id: 'triggers-list' },
       h('table', null,
@@ -115,11 +115,11 @@ export default {
         if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null);
         const s = t.status || {};
         const c = r.cells;
-        replace(c.Name, h('code', null, t.name));
-        replace(c.Match, h('code', null, t.match || ''));
-        replace(c.On, (t.on || []).join(', '));
+        replace(c.Trigger, h('code', { class: 'triggers-name' }, t.name), ' ',
+          t.disabled ? badge('disabled', 'warn') : badge('enabled', 'ok'),
+          h('div', { class: 'muted triggers-match' }, h('code', null, t.match || ''), ` · ${(t.on || []).join(', ')}`),
+          t.condition ? h('div', { class: 'muted triggers-cond' }, 'if ', h('code', null, t.condition)) : null);
         replace(c.Action, h('span', { class: 'triggers-action-text' }, actionText(t.action)));
-        replace(c.State, t.disabled ? badge('disabled', 'warn') : badge('enabled', 'ok'));
         replace(c.Cursor, num(s.cursor));
         replace(c.Lag, num(s.lagRevisions));
         replace(c.Pending, num(s.pending));
