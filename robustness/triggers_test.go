@@ -3,6 +3,7 @@ package robustness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
@@ -35,6 +36,11 @@ const (
 	// (the watcher polls every 50ms; an election under load takes longer
 	// to show).
 	hookSlack = time.Second
+	// hookWindow bounds how long after a leadership change its
+	// re-deliveries may come: the new leader re-sends at once; a paused
+	// leader finishes what it had in flight when it resumes, after the
+	// fault's hold (6 s in the long profile).
+	hookWindow = 15 * time.Second
 )
 
 // TestRobustnessTriggers writes documents of a collection a webhook
@@ -192,7 +198,7 @@ func runTriggerFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 		return nil
 	})
 	lcs := stopWatch()
-	rep, errs := recv.Check(expected, hookcheck.Options{Changes: lcs, Slack: hookSlack, MaxPerChange: maxRedeliveredPerChange})
+	rep, errs := recv.Check(expected, hookcheck.Options{Changes: lcs, Slack: hookSlack, Window: hookWindow, MaxPerChange: maxRedeliveredPerChange})
 	r.event("%d writes (%d acknowledged, %d of unknown outcome, %d of them committed), %d changes, %d requests to the receiver (%d at the fault): %d delivered, %d duplicates %v per change, %d refused; %d term changes seen",
 		len(all), counts[OutOK], counts[OutUnknown], unknownCommitted, len(expected), rep.Requests, deliveredAtFault,
 		rep.Delivered, rep.Duplicates, rep.PerChange, rep.Refused, len(lcs))
@@ -209,6 +215,9 @@ func runTriggerFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 		t.Errorf("the receiver rejected %d requests (signature or wire format), first %s", len(rej), rej[0])
 	}
 	for _, err := range errs {
+		t.Error(err)
+	}
+	for _, err := range hookSelfTest(expected, recv.Deliveries(), lcs) {
 		t.Error(err)
 	}
 	if t.Failed() {
@@ -326,4 +335,78 @@ func committedHooks(ctx context.Context, c *cluster, n *node, since, fence uint6
 			}
 		}
 	}
+}
+
+// hookSelfTest proves the check able to fail on this very run: it breaks
+// the recorded deliveries three ways (an event's copies dropped, two first
+// deliveries of a path swapped, a copy added an hour later) and each must
+// be caught.
+func hookSelfTest(expected []hookcheck.Expected, ds []hookcheck.Delivery, changes []hookcheck.LeaderChange) []error {
+	opts := hookcheck.Options{Changes: changes, Slack: hookSlack, Window: hookWindow, MaxPerChange: maxRedeliveredPerChange}
+	caught := func(ds []hookcheck.Delivery, kind hookcheck.Kind) bool {
+		_, errs := hookcheck.Check(expected, ds, opts)
+		for _, err := range errs {
+			var v *hookcheck.Violation
+			if errors.As(err, &v) && v.Kind == kind {
+				return true
+			}
+		}
+		return false
+	}
+	var errs []error
+	if len(expected) == 0 {
+		return []error{fmt.Errorf("checker self-test: nothing expected")}
+	}
+	// Drop every copy of one event.
+	victim := expected[len(expected)/2]
+	var dropped []hookcheck.Delivery
+	for _, d := range ds {
+		if d.Payload.ID != victim.ID() {
+			dropped = append(dropped, d)
+		}
+	}
+	if !caught(dropped, hookcheck.Missing) {
+		errs = append(errs, fmt.Errorf("checker self-test: %s dropped from the deliveries, and no missing event found", victim.ID()))
+	}
+	// Swap the arrival of the first accepted deliveries of two events of
+	// one path.
+	first := map[string]int{} // event id -> index of its first acceptance
+	byPath := map[string][]int{}
+	for i, d := range ds {
+		if _, seen := first[d.Payload.ID]; !d.Accepted() || seen {
+			continue
+		}
+		first[d.Payload.ID] = i
+		byPath[d.Payload.Path] = append(byPath[d.Payload.Path], i)
+	}
+	swappedOK := false
+	for _, idx := range byPath {
+		if len(idx) < 2 {
+			continue
+		}
+		sw := slices.Clone(ds)
+		a, b := idx[0], idx[1]
+		sw[a].Seq, sw[b].Seq = sw[b].Seq, sw[a].Seq
+		swappedOK = caught(sw, hookcheck.Order)
+		if !swappedOK {
+			errs = append(errs, fmt.Errorf("checker self-test: the first deliveries of %s and %s swapped, and no order violation found", ds[a].Payload.ID, ds[b].Payload.ID))
+		}
+		break
+	}
+	if !swappedOK && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("checker self-test: no path with two accepted events to swap"))
+	}
+	// A copy of an accepted event an hour later, far from any change.
+	for _, d := range ds {
+		if !d.Accepted() {
+			continue
+		}
+		dup := d
+		dup.Seq, dup.Received, dup.At = len(ds)+1, d.Received.Add(time.Hour), d.At.Add(time.Hour)
+		if !caught(append(slices.Clone(ds), dup), hookcheck.Duplicate) {
+			errs = append(errs, fmt.Errorf("checker self-test: a copy of %s an hour later, and no duplicate found", d.Payload.ID))
+		}
+		break
+	}
+	return errs
 }

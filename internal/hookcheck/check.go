@@ -36,6 +36,11 @@ type Options struct {
 	// change and the test seeing it).
 	Changes []LeaderChange
 	Slack   time.Duration
+	// Window, when set, bounds how long after the change that excuses it
+	// a re-delivery may come (a new leader re-sends at once, an old one
+	// finishes what it had in flight when it resumes): a copy an hour
+	// later is not excused by a change in between.
+	Window time.Duration
 	// MaxPerChange bounds the duplicates one change may excuse (0: no
 	// bound): a new leader re-sends at most what was in flight.
 	MaxPerChange int
@@ -126,8 +131,9 @@ type eventKey struct {
 //     of order however often it was tried before;
 //   - each re-delivery is excused only by a leadership change in
 //     [previous copy - slack, this copy + slack] not yet used by this
-//     event (one move makes one new leader re-send once), and no change
-//     excuses more than MaxPerChange of them.
+//     event (one move makes one new leader re-send once), at most Window
+//     (plus slack) before this copy, and no change excuses more than
+//     MaxPerChange of them.
 func Check(expected []Expected, deliveries []Delivery, opts Options) (Report, []error) {
 	slack := max(opts.Slack, 0)
 	counts := map[Kind]int{}
@@ -238,6 +244,11 @@ func Check(expected []Expected, deliveries []Delivery, opts Options) (Report, []
 			rep.Duplicates++
 			rep.DuplicateTimes = append(rep.DuplicateTimes, cur.At)
 			lo, hi := prev.At.Add(-slack), cur.At.Add(slack)
+			if opts.Window > 0 {
+				if w := cur.At.Add(-opts.Window - slack); w.After(lo) {
+					lo = w
+				}
+			}
 			for next < len(times) && times[next].Before(lo) {
 				next++
 			}
@@ -247,8 +258,8 @@ func Check(expected []Expected, deliveries []Delivery, opts Options) (Report, []
 				continue
 			}
 			rep.DuplicatesOutsideChange++
-			report(Duplicate, cur.Payload.ID, "copies accepted at %s and %s (attempts %d, %d) with no unused leadership change within %s of them",
-				prev.At.Format(time.RFC3339Nano), cur.At.Format(time.RFC3339Nano), prev.Attempt, cur.Attempt, slack)
+			report(Duplicate, cur.Payload.ID, "copies accepted at %s and %s (attempts %d, %d) with no unused leadership change between them (slack %s, window %s)",
+				prev.At.Format(time.RFC3339Nano), cur.At.Format(time.RFC3339Nano), prev.Attempt, cur.Attempt, slack, opts.Window)
 		}
 	}
 	if opts.MaxPerChange > 0 {

@@ -120,6 +120,19 @@ func TestCheck(t *testing.T) {
 			ds:       h("a@1", "a@2", "a@1", "a@2", "a@2", "a@2"),
 			opts:     Options{Changes: []LeaderChange{change(2000)}, Slack: 100 * time.Millisecond},
 			want:     map[Kind]int{Duplicate: 4}},
+		{name: "a copy long after the change is not excused by it",
+			expected: exp("a@1", "a@2"),
+			ds:       h("a@1", "a@2", "a@2", "a@1", "a@1", "a@1", "a@1", "a@1", "a@1", "a@1", "a@1", "a@1", "a@1", "a@2"),
+			opts:     Options{Changes: []LeaderChange{change(150)}, Slack: 10 * time.Millisecond, Window: 200 * time.Millisecond},
+			want:     map[Kind]int{Duplicate: 10},
+			check: func(t *testing.T, r Report) {
+				// a@2's copy at 200ms is excused; a@1's copies at 300ms (by
+				// the change at 150ms: within the window), then 400ms..1200ms
+				// are not, and a@2's at 1300ms is not.
+				if r.Duplicates != 12 || r.DuplicatesOutsideChange != 10 {
+					t.Errorf("report %+v", r)
+				}
+			}},
 		{name: "one change excuses one copy of an event",
 			expected: exp("a@1"),
 			ds:       h("a@1", "a@1", "a@1"),
