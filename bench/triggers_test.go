@@ -185,6 +185,11 @@ func TestSummarizeTrgRuns(t *testing.T) {
 	if tr := summarizeTrgRuns([]trgRunResult{fast, missing, fast}, 20); tr.TargetsMet {
 		t.Error("a missing event met the targets")
 	}
+	lostBacklog := fast
+	lostBacklog.Backlog = trgBacklogResult{Missing: 1, WebhooksPerSec: 9000}
+	if tr := summarizeTrgRuns([]trgRunResult{fast, lostBacklog, lostBacklog}, 20); tr.TargetsMet || tr.BacklogWebhooksPerSec != 9000 {
+		t.Errorf("a missing backlog event: %+v", tr)
+	}
 	if tr := summarizeTrgRuns(nil, 0); tr.TargetsMet {
 		t.Error("no runs met the targets")
 	}
