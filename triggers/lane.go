@@ -120,7 +120,7 @@ func (ru *run) loadQueue(t *trig) {
 			return
 		}
 		for _, d := range docs {
-			ru.merge(t, d.Path)
+			ru.merge(t, d.Path, d)
 		}
 		if next == "" {
 			return
@@ -129,36 +129,54 @@ func (ru *run) loadQueue(t *trig) {
 	}
 }
 
-// merge (reader) adds the parked event at path to its lane unless the
-// lane knows it. It reads the event under t.mu: a worker removes an event
-// from its lane only after its removal from the queue committed, so an
-// event that is neither known nor stored was finished, not missed.
-func (ru *run) merge(t *trig, path string) {
+// merge (reader) adds the parked event at path (as seen, listed or
+// met in the feed) to its lane unless the lane knows it. It reads the event
+// again under t.mu: a worker removes an event from its lane only after its
+// removal from the queue committed, so an event that is neither known nor
+// stored was finished, not missed.
+func (ru *run) merge(t *trig, path string, seen *raftstore.Document) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ctx == nil {
 		return
 	}
+	known := func(p *Parked) (int, bool) {
+		l := t.lanes[p.Path]
+		if l == nil {
+			return 0, false
+		}
+		i := 0
+		for ; i < len(l.items); i++ {
+			if l.items[i].p.Revision == p.Revision {
+				return i, true
+			}
+			if l.items[i].p.Revision > p.Revision {
+				break
+			}
+		}
+		return i, false
+	}
+	var p Parked
+	if seen != nil && json.Unmarshal(seen.Data, &p) == nil {
+		if _, ok := known(&p); ok {
+			return
+		}
+	}
 	d, err := ru.r.cfg.Store.Get(path)
 	if err != nil || d == nil {
 		return
 	}
-	var p Parked
+	p = Parked{}
 	if err := json.Unmarshal(d.Data, &p); err != nil || p.Path == "" ||
 		path != keys.Under(keys.TriggerQueueDir(t.pid, t.name))+keys.TriggerQueueKey(p.Path, p.Revision) {
 		ru.r.logger.Error("triggers: bad parked event", "path", path, "err", err)
 		return
 	}
-	l := t.laneLocked(p.Path)
-	i := 0
-	for ; i < len(l.items); i++ {
-		if l.items[i].p.Revision == p.Revision {
-			return
-		}
-		if l.items[i].p.Revision > p.Revision {
-			break
-		}
+	i, ok := known(&p)
+	if ok {
+		return
 	}
+	l := t.laneLocked(p.Path)
 	it := &item{p: p, durable: true}
 	l.items = append(l.items, nil)
 	copy(l.items[i+1:], l.items[i:])

@@ -431,7 +431,7 @@ func (ru *run) onQueued(ev raftstore.Event, pid string) {
 			off := t.disabled
 			t.mu.Unlock()
 			if !off {
-				ru.merge(t, ev.Path)
+				ru.merge(t, ev.Path, ev.Doc)
 			}
 			return
 		}
@@ -467,6 +467,7 @@ type trig struct {
 	c        *Compiled
 	defRev   uint64 // Revision of the definition compiled
 	disabled bool   // by the owner, or a definition that does not compile
+	dropped  bool   // deleted: its series are gone and stay gone
 	secret   string
 	// seen is the last revision handed to the trigger; lagging marks one
 	// whose seen is behind the reader's (a catch-up brings it along).
@@ -672,6 +673,9 @@ func (ru *run) stop(t *trig) {
 // name).
 func (ru *run) drop(t *trig) {
 	ru.stop(t)
+	t.mu.Lock()
+	t.dropped = true
+	t.mu.Unlock()
 	ru.mu.Lock()
 	delete(ru.trigs, trigKey{t.pid, t.name})
 	delete(ru.byProject[t.pid], t.name)
@@ -721,15 +725,20 @@ func (ru *run) checkpoint(ctx context.Context) {
 			return
 		}
 		t.mu.Lock()
+		if t.dropped {
+			t.mu.Unlock()
+			continue
+		}
 		st := t.st
 		st.Cursor = t.cursorLocked()
 		changed := st != t.wrote
-		parked := t.parked
-		t.mu.Unlock()
+		// The gauges are set under t.mu: drop removes the series after
+		// marking the trigger dropped, so they are not made again.
 		m := ru.r.metrics
 		m.cursor.WithLabelValues(t.pid, t.name).Set(float64(st.Cursor))
 		m.lag.WithLabelValues(t.pid, t.name).Set(float64(applied - min(applied, st.Cursor)))
-		m.pending.WithLabelValues(t.pid, t.name).Set(float64(parked))
+		m.pending.WithLabelValues(t.pid, t.name).Set(float64(t.parked))
+		t.mu.Unlock()
 		if !changed {
 			continue
 		}

@@ -205,10 +205,13 @@ func (r *receiver) deliveries() []delivery {
 }
 
 // accepted is, per path, the revisions answered 2xx, in arrival order.
-func (r *receiver) accepted() map[string][]uint64 {
+func (r *receiver) accepted() map[string][]uint64 { return r.acceptedBy("") }
+
+// acceptedBy is accepted for one trigger ("": all).
+func (r *receiver) acceptedBy(trigger string) map[string][]uint64 {
 	out := map[string][]uint64{}
 	for _, d := range r.deliveries() {
-		if d.status < 300 {
+		if d.status < 300 && (trigger == "" || d.p.Trigger == trigger) {
 			out[d.p.Path] = append(out[d.p.Path], d.p.Revision)
 		}
 	}
@@ -791,4 +794,104 @@ func TestPushAction(t *testing.T) {
 	if !titles["Order o1|5|o1"] || !titles["Order o2|7|o2"] {
 		t.Fatalf("notifications %v", titles)
 	}
+}
+
+// TestDisableEnable: changes committed while a trigger is disabled are
+// delivered, in order, when it is enabled again.
+func TestDisableEnable(t *testing.T) {
+	h := newHarness(t, fastTuning())
+	rcv := newReceiver(t, testSecret)
+	h.start()
+	def := webhookDef("docs/{id}", rcv.srv.URL, testSecret)
+	h.putDef("onoff", def)
+	// watch sees the same changes: once it delivered c, the runner has
+	// read past c.
+	h.putDef("watch", webhookDef("docs/{id}", rcv.srv.URL, testSecret))
+	a := h.put("docs/d", `{"v":"a"}`)
+	checkFor(t, wait, func() error {
+		if st := h.state("onoff"); st.Cursor < a {
+			return fmt.Errorf("cursor %d, want >= %d", st.Cursor, a)
+		}
+		return nil
+	})
+	def.Disabled = true
+	h.putDef("onoff", def)
+	b := h.put("docs/d", `{"v":"b"}`)
+	c := h.put("docs/d", `{"v":"c"}`)
+	checkFor(t, wait, func() error {
+		if acc := rcv.acceptedBy("watch")["docs/d"]; len(acc) != 3 {
+			return fmt.Errorf("watch accepted %v, want [%d %d %d]", acc, a, b, c)
+		}
+		return nil
+	})
+	if acc := rcv.acceptedBy("onoff")["docs/d"]; fmt.Sprint(acc) != fmt.Sprint([]uint64{a}) {
+		t.Fatalf("the disabled trigger accepted %v, want [%d]", acc, a)
+	}
+	if st := h.state("onoff"); st.Cursor >= b {
+		t.Fatalf("cursor %d moved past %d while disabled", st.Cursor, b)
+	}
+	def.Disabled = false
+	h.putDef("onoff", def)
+	d := h.put("docs/d", `{"v":"d"}`)
+	checkFor(t, wait, func() error {
+		if acc := rcv.acceptedBy("onoff")["docs/d"]; fmt.Sprint(acc) != fmt.Sprint([]uint64{a, b, c, d}) {
+			return fmt.Errorf("accepted %v, want %v", acc, []uint64{a, b, c, d})
+		}
+		return nil
+	})
+	rcv.checkClean()
+}
+
+// TestDeleteTrigger: a deleted trigger delivers nothing more, its metric
+// series go, and its state is not written again.
+func TestDeleteTrigger(t *testing.T) {
+	h := newHarness(t, fastTuning())
+	rcv := newReceiver(t, testSecret)
+	h.start()
+	h.putDef("gone", webhookDef("docs/{id}", rcv.srv.URL+"/gone", testSecret))
+	a := h.put("docs/d", `{}`)
+	checkFor(t, wait, func() error {
+		if h.counter("gone", "ok") != 1 || h.state("gone").Cursor < a {
+			return errors.New("not delivered and checkpointed yet")
+		}
+		return nil
+	})
+	h.txn(raftstore.Op{Kind: raftstore.OpDelete, Path: keys.Trigger(pid, "gone")},
+		raftstore.Op{Kind: raftstore.OpDelete, Path: keys.TriggerIndex(pid, "gone")},
+		raftstore.Op{Kind: raftstore.OpDelete, Path: keys.TriggerState(pid, "gone"), IfExists: true})
+	h.putDef("other", webhookDef("docs/{id}", rcv.srv.URL+"/other", testSecret))
+	b := h.put("docs/d", `{"v":2}`)
+	checkFor(t, wait, func() error {
+		for _, d := range rcv.deliveries() {
+			if d.p.Trigger == "other" && d.p.Revision == b {
+				return nil
+			}
+		}
+		return errors.New("other has not delivered b yet")
+	})
+	checkFor(t, wait, func() error {
+		mfs, err := h.reg.Gather()
+		if err != nil {
+			return err
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "trigger" && lp.GetValue() == "gone" {
+						return fmt.Errorf("series %s{trigger=gone} left", mf.GetName())
+					}
+				}
+			}
+		}
+		return nil
+	})
+	for _, d := range rcv.deliveries() {
+		if d.p.Trigger == "gone" && d.p.Revision != a {
+			t.Fatalf("the deleted trigger delivered %+v", d.p)
+		}
+	}
+	if sd, err := h.store.Get(keys.TriggerState(pid, "gone")); err != nil || sd != nil {
+		t.Fatalf("state of the deleted trigger: %v %v", sd, err)
+	}
+	rcv.checkClean()
 }
