@@ -942,14 +942,14 @@ export interface Trigger extends TriggerDefinition {
   name: string;
   createdAt: string;
   updatedAt: string;
-  status?: TriggerStatus;
+  status: TriggerStatus;
 }
 
 /** An event that was not delivered (retries exhausted, or refused at once). */
 export interface DeadLetter {
-  /** Pass to replay. */
+  /** The dead letter's key, what replay takes (not the delivery's Idempotency-Key, trigger:revision:path). */
   id: string;
-  /** trigger:revision:path, also the Idempotency-Key of its deliveries. */
+  /** The trigger's name. */
   trigger: string;
   project: string;
   revision: number;
