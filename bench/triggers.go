@@ -216,6 +216,10 @@ type trgRunResult struct {
 	// first write sent to the last answered.
 	Writes       int     `json:"writes"`
 	WritesPerSec float64 `json:"writesPerSec"`
+	// WriteP50Ms, WriteP99Ms: the writes' own round trips (POST to its
+	// answer): the commit's share of the commit-to-webhook latency.
+	WriteP50Ms float64 `json:"writeP50Ms"`
+	WriteP99Ms float64 `json:"writeP99Ms"`
 	// Delivered: writes whose event arrived; WebhooksPerSec = Delivered
 	// over Seconds, from the first arrival to the last.
 	Delivered      int     `json:"delivered"`
@@ -470,18 +474,19 @@ func runTriggers(ctx context.Context, e *env, s *scenario, ops int) (runResult, 
 	}
 	probeMs := ms(time.Since(created))
 
-	expected, attempted, wstart, wend := trgWrite(rctx, e, coll+"/d", ops, kinds)
-	attempted[probe] = true
+	w := trgWrite(rctx, e, coll+"/d", ops, kinds)
+	w.attempted[probe] = true
 	// Every committed write's event, or the run's deadline.
-	want := int64(len(expected)) + 1
+	want := int64(len(w.expected)) + 1
 	_ = pollUntil(rctx, func() bool { return rc.received.Load() >= want })
 
-	res, h, _, last := rc.tally(expected, attempted, kinds)
-	res.Writes = len(expected)
-	res.WritesPerSec = round(throughput(len(expected), wend.Sub(wstart)), 1)
+	res, h, _, last := rc.tally(w.expected, w.attempted, kinds)
+	res.Writes = len(w.expected)
+	res.WritesPerSec = round(throughput(len(w.expected), w.last.Sub(w.start)), 1)
+	res.WriteP50Ms, res.WriteP99Ms = ms(w.latency.percentile(50)), ms(w.latency.percentile(99))
 	res.ProbeMs = probeMs
-	if !last.IsZero() && last.After(wend) {
-		res.TailMs = ms(last.Sub(wend))
+	if !last.IsZero() && last.After(w.last) {
+		res.TailMs = ms(last.Sub(w.last))
 	}
 	rr := runResult{Ops: res.Delivered, WallSeconds: round(res.Seconds, 3), OpsPerSec: res.WebhooksPerSec,
 		Writes: res.Writes, WritesPerSec: res.WritesPerSec, TimedOut: rctx.Err() != nil && ctx.Err() == nil}
@@ -523,37 +528,45 @@ func trgBacklog(ctx context.Context, e *env, name, coll, secret string, ops int,
 		kinds["backlog: disable: "+err.Error()]++
 		return
 	}
-	expected, attempted, _, _ := trgWrite(ctx, e, coll+"/b", ops, kinds)
+	w := trgWrite(ctx, e, coll+"/b", ops, kinds)
 	enabled := time.Now()
 	if _, err := putTrigger(ctx, e, name, trgDefinition(coll, endpoint, secret, false), secret); err != nil {
 		kinds["backlog: enable: "+err.Error()]++
 		return
 	}
-	want := int64(len(expected))
+	want := int64(len(w.expected))
 	_ = pollUntil(ctx, func() bool { return rc.received.Load() >= want })
-	b, _, _, last := rc.tally(expected, attempted, kinds)
-	res.Backlog = trgBacklogResult{Writes: len(expected), Delivered: b.Delivered, Seconds: b.Seconds,
+	b, _, _, last := rc.tally(w.expected, w.attempted, kinds)
+	res.Backlog = trgBacklogResult{Writes: len(w.expected), Delivered: b.Delivered, Seconds: b.Seconds,
 		WebhooksPerSec: b.WebhooksPerSec, Duplicates: b.Duplicates, Missing: b.Missing, Refused: b.Refused}
 	if !last.IsZero() {
 		res.Backlog.EnableToLastMs = ms(last.Sub(enabled))
 	}
 }
 
+// trgWrites is what a phase's writes did.
+type trgWrites struct {
+	expected    map[string]uint64 // each committed write's revision, by path
+	attempted   map[string]bool   // every path tried
+	start, last time.Time         // the first write sent, the last answered
+	latency     histogram         // each committed write's round trip
+}
+
 // trgWrite creates ops documents <prefix><i> through the leader with
-// --clients clients. It answers each committed write's revision by path,
-// every path tried, and when the writes began and the last one was answered.
-func trgWrite(ctx context.Context, e *env, prefix string, ops int, kinds map[string]int) (map[string]uint64, map[string]bool, time.Time, time.Time) {
+// --clients clients; failed writes count in kinds.
+func trgWrite(ctx context.Context, e *env, prefix string, ops int, kinds map[string]int) *trgWrites {
 	clients := min(e.o.clients, max(ops, 1))
 	type out struct {
 		revs  map[string]uint64
 		tried []string
 		kinds map[string]int
 		last  time.Time
+		lat   histogram
 	}
 	outs := make([]out, clients)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now()
+	w := &trgWrites{expected: map[string]uint64{}, attempted: map[string]bool{}, start: time.Now()}
 	for c := range clients {
 		outs[c] = out{revs: map[string]uint64{}, kinds: map[string]int{}}
 		wg.Add(1)
@@ -567,11 +580,13 @@ func trgWrite(ctx context.Context, e *env, prefix string, ops int, kinds map[str
 				}
 				path := prefix + strconv.FormatInt(i, 10)
 				o.tried = append(o.tried, path)
+				t0 := time.Now()
 				rev, err := e.post(ctx, e.c.leader, path)
 				switch {
 				case err == nil:
 					o.revs[path] = rev
 					o.last = time.Now()
+					o.lat.add(o.last.Sub(t0))
 				case ctx.Err() != nil:
 					// cut by the run's deadline: not a result
 				default:
@@ -581,23 +596,23 @@ func trgWrite(ctx context.Context, e *env, prefix string, ops int, kinds map[str
 		}()
 	}
 	wg.Wait()
-	expected, attempted := map[string]uint64{}, map[string]bool{}
-	var last time.Time
-	for _, o := range outs {
+	for i := range outs {
+		o := &outs[i]
 		for p, r := range o.revs {
-			expected[p] = r
+			w.expected[p] = r
 		}
 		for _, p := range o.tried {
-			attempted[p] = true
+			w.attempted[p] = true
 		}
 		for k, v := range o.kinds {
 			kinds[k] += v
 		}
-		if o.last.After(last) {
-			last = o.last
+		if o.last.After(w.last) {
+			w.last = o.last
 		}
+		w.latency.merge(&o.lat)
 	}
-	return expected, attempted, start, last
+	return w
 }
 
 // pollUntil calls done every trgPoll until it is true or ctx ends.
@@ -660,8 +675,8 @@ func summarizeTrgRuns(runs []trgRunResult, p99Ms float64) *trgResult {
 func setTrgResult(r *result, tr *trgResult) {
 	r.Triggers = tr
 	for i, x := range tr.Runs {
-		r.Notes = append(r.Notes, fmt.Sprintf("run %d: %d writes at %.0f/s, %d webhooks at %.0f/s, tail %s, p50 %s p99 %s max %s, probe %s; backlog: %d of %d at %.0f/s, last %s after enabling",
-			i+1, x.Writes, x.WritesPerSec, x.Delivered, x.WebhooksPerSec, fmtMs(x.TailMs), fmtMs(x.P50Ms), fmtMs(x.P99Ms), fmtMs(x.MaxMs), fmtMs(x.ProbeMs),
+		r.Notes = append(r.Notes, fmt.Sprintf("run %d: %d writes at %.0f/s (p50 %s p99 %s), %d webhooks at %.0f/s, tail %s, p50 %s p99 %s max %s, probe %s; backlog: %d of %d at %.0f/s, last %s after enabling",
+			i+1, x.Writes, x.WritesPerSec, fmtMs(x.WriteP50Ms), fmtMs(x.WriteP99Ms), x.Delivered, x.WebhooksPerSec, fmtMs(x.TailMs), fmtMs(x.P50Ms), fmtMs(x.P99Ms), fmtMs(x.MaxMs), fmtMs(x.ProbeMs),
 			x.Backlog.Delivered, x.Backlog.Writes, x.Backlog.WebhooksPerSec, fmtMs(x.Backlog.EnableToLastMs)))
 	}
 }
