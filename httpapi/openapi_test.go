@@ -212,7 +212,7 @@ var errorCodeRE = regexp.MustCompile(`(?:refusal\(http\.\w+, |code: +|httpError\
 // (the response check catches only the codes the suite happens to see).
 func TestOpenAPIErrorCodesComplete(t *testing.T) {
 	defined := map[string]string{}
-	for _, dir := range []string{".", "../auth", "../push", "../realtime", "../raftstore", "../query"} {
+	for _, dir := range []string{".", "../auth", "../push", "../realtime", "../raftstore", "../query", "../triggers"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
