@@ -695,7 +695,22 @@ func TestTriggersProcess(t *testing.T) {
 			}
 			return nil
 		})
-		r, err := c.getDoc(node(2), pr, "loops/x", "", 0)
+		// Once the cursor is past a later write, the chain has ended.
+		_, later, err := c.write(node(0), pr, "loops-elsewhere/y", map[string]int{"v": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+			var err error
+			if v, err = c.triggerView(node(2), pr, "loop"); err != nil {
+				return err
+			}
+			if v.Status.Cursor < later {
+				return fmt.Errorf("loop's cursor %d, want past %d", v.Status.Cursor, later)
+			}
+			return nil
+		})
+		r, err := c.getDoc(node(2), pr, "loops/x", "", later)
 		var d doc
 		if err != nil || r.status != http.StatusOK || json.Unmarshal(r.body, &d) != nil {
 			t.Fatalf("loops/x: %v %v", r, err)
