@@ -149,9 +149,6 @@ var (
 	// ErrURLNotAllowed: a webhook URL names a host the operator's policy
 	// refuses (private, loopback, or not resolving).
 	ErrURLNotAllowed = &Refusal{status: http.StatusBadRequest, code: "url_not_allowed", field: "action.webhook.url", msg: "the webhook URL's host is not allowed"}
-	// ErrDeadLetterNotFound: a replay named a dead letter the trigger does
-	// not have.
-	ErrDeadLetterNotFound = &Refusal{status: http.StatusNotFound, code: "not_found", msg: "no dead letter of that id"}
 )
 
 func invalid(field, format string, args ...any) *Refusal {
@@ -763,7 +760,7 @@ func (s *Service) replayBatch(ctx context.Context, pid, name string, ids []strin
 				return nil, fmt.Errorf("triggers: decode %s: %w", doc.Path, err)
 			}
 			p := d.Parked
-			p.Attempts, p.FirstAttemptAt, p.NextAttemptAt = 0, 0, 0
+			p.Attempts, p.FirstAttemptAt, p.NextAttemptAt, p.LastError = 0, 0, 0, ""
 			data, err := json.Marshal(p)
 			if err != nil {
 				return nil, fmt.Errorf("triggers: encode a replayed event of %s: %w", name, err)
