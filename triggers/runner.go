@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -194,6 +195,11 @@ type run struct {
 	// rewind (reader only) asks for a catch-up from the change log: a
 	// trigger came (back) with a cursor behind the reader.
 	rewind bool
+	// loud is the last revision read that holds more than triggers'
+	// checkpoints: a cursor that moved only over checkpoints (its own
+	// included) is not committed again, or every checkpoint would make
+	// the next.
+	loud atomic.Uint64
 }
 
 type trigKey struct{ pid, name string }
@@ -359,8 +365,15 @@ func (ru *run) apply(ctx context.Context, evs []raftstore.Event, upTo uint64) {
 func (ru *run) applyRevision(ctx context.Context, evs []raftstore.Event) {
 	rev := evs[0].Revision
 	depth := map[string]int{}
+	quiet := true
 	for _, ev := range evs {
 		pid, _, _ := strings.Cut(ev.Path, "/")
+		if quiet && !strings.HasPrefix(ev.Path, keys.Under(keys.TriggerStates(pid))) {
+			quiet = false
+			if rev > ru.loud.Load() {
+				ru.loud.Store(rev)
+			}
+		}
 		if ev.Path == keys.TriggerOrigin(pid) && ev.Doc != nil {
 			var o Origin
 			if err := json.Unmarshal(ev.Doc.Data, &o); err == nil {
@@ -481,6 +494,8 @@ type trig struct {
 	parked int   // durable events in lanes
 	st     State // counters, as committed plus this term's
 	wrote  State // the last committed State
+	// wroteMark is min(cursor, run.loud) as last committed.
+	wroteMark uint64
 }
 
 func (t *trig) noteErrorLocked(msg string, now time.Time) {
@@ -622,6 +637,7 @@ func (ru *run) newTrig(pid, name string, doc *raftstore.Document) *trig {
 			t.seen = max(st.Cursor, doc.CreateRevision)
 		}
 	}
+	t.wroteMark = t.seen
 	t.st.DefRevision = doc.CreateRevision
 	ru.mu.Lock()
 	ru.trigs[trigKey{pid, name}] = t
@@ -731,7 +747,10 @@ func (ru *run) checkpoint(ctx context.Context) {
 		}
 		st := t.st
 		st.Cursor = t.cursorLocked()
-		changed := st != t.wrote
+		mark := min(st.Cursor, ru.loud.Load())
+		counts, wrote := st, t.wrote
+		counts.Cursor, wrote.Cursor = 0, 0
+		changed := counts != wrote || mark > t.wroteMark
 		// The gauges are set under t.mu: drop removes the series after
 		// marking the trigger dropped, so they are not made again.
 		m := ru.r.metrics
@@ -757,6 +776,7 @@ func (ru *run) checkpoint(ctx context.Context) {
 		}
 		t.mu.Lock()
 		t.wrote = st
+		t.wroteMark = max(t.wroteMark, mark)
 		t.mu.Unlock()
 	}
 }

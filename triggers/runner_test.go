@@ -171,20 +171,25 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		}
 		return nil
 	}()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err != nil {
+		r.mu.Lock()
 		r.bad = append(r.bad, err.Error())
+		r.mu.Unlock()
 		r.t.Errorf("receiver: %v", err)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
+	r.mu.Lock()
+	script := r.script
+	r.mu.Unlock()
 	d.status = http.StatusOK
 	retryAfter := ""
-	if r.script != nil {
-		d.status, retryAfter = r.script(d)
+	if script != nil {
+		d.status, retryAfter = script(d) // outside r.mu: a script may hang
 	}
+	r.mu.Lock()
 	r.got = append(r.got, d)
+	r.mu.Unlock()
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
@@ -558,6 +563,8 @@ func TestDeadLetters(t *testing.T) {
 		switch {
 		case d.p.Path == "docs/gone":
 			return http.StatusNotFound, ""
+		case d.p.Path == "docs/moved":
+			return http.StatusFound, "" // a redirect is not followed
 		case d.p.Revision == firstRev.Load():
 			return http.StatusInternalServerError, ""
 		}
@@ -571,12 +578,13 @@ func TestDeadLetters(t *testing.T) {
 	r2 := h.put("docs/d1", `{"v":2}`)
 	r3 := h.put("docs/gone", `{}`)
 	r4 := h.put("other/o1", `{}`)
+	r5 := h.put("docs/moved", `{}`)
 	checkFor(t, wait, func() error {
 		if acc := rcv.accepted()["docs/d1"]; len(acc) != 1 || acc[0] != r2 {
 			return fmt.Errorf("accepted %v, want [%d]", acc, r2)
 		}
-		if n := len(h.list(keys.TriggerDeadDir(pid, "dead"))); n != 2 {
-			return fmt.Errorf("%d dead letters of dead, want 2", n)
+		if n := len(h.list(keys.TriggerDeadDir(pid, "dead"))); n != 3 {
+			return fmt.Errorf("%d dead letters of dead, want 3", n)
 		}
 		if n := len(h.list(keys.TriggerDeadDir(pid, "refused"))); n != 1 {
 			return fmt.Errorf("%d dead letters of refused, want 1", n)
@@ -606,8 +614,11 @@ func TestDeadLetters(t *testing.T) {
 	if dl := dead[r4]; dl.Attempts != 1 || !strings.Contains(dl.LastError, "host not allowed") {
 		t.Errorf("dead letter of the refused host: %+v", dl)
 	}
+	if dl := dead[r5]; dl.Attempts != 1 || !strings.Contains(dl.LastError, "302") {
+		t.Errorf("dead letter of the redirect: %+v", dl)
+	}
 	checkFor(t, wait, func() error {
-		if st := h.state("dead"); st.Dead != 2 || st.Delivered != 1 {
+		if st := h.state("dead"); st.Dead != 3 || st.Delivered != 1 {
 			return fmt.Errorf("state %+v", st)
 		}
 		if n := len(h.list(keys.TriggerQueueDir(pid, "dead"))); n != 0 {
@@ -615,17 +626,15 @@ func TestDeadLetters(t *testing.T) {
 		}
 		return nil
 	})
-	if v := h.counter("dead", "dead"); v != 2 {
-		t.Errorf("deliveries_total{dead} = %v, want 2", v)
+	if v := h.counter("dead", "dead"); v != 3 {
+		t.Errorf("deliveries_total{dead} = %v, want 3", v)
 	}
 
 	// A replay (what the service does): the dead letter goes back to the
 	// queue with no attempts, and is delivered now that the receiver
 	// takes it.
 	firstRev.Store(0)
-	var dl triggers.Dead
-	dl = dead[r1]
-	p := dl.Parked
+	p := dead[r1].Parked
 	p.Attempts, p.FirstAttemptAt, p.NextAttemptAt, p.LastError = 0, 0, 0, ""
 	data, _ := json.Marshal(p)
 	h.txn(raftstore.Op{Kind: raftstore.OpDelete, Path: keys.Under(keys.TriggerDeadDir(pid, "dead")) + keys.TriggerDeadKey(p.Path, p.Revision)},
@@ -894,4 +903,68 @@ func TestDeleteTrigger(t *testing.T) {
 		t.Fatalf("state of the deleted trigger: %v %v", sd, err)
 	}
 	rcv.checkClean()
+}
+
+// TestTimeoutRetried: a receiver that does not answer within Timeout is
+// tried again (a network failure, not a refusal).
+func TestTimeoutRetried(t *testing.T) {
+	tu := fastTuning()
+	tu.Timeout = 200 * time.Millisecond
+	h := newHarness(t, tu)
+	rcv := newReceiver(t, testSecret)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	rcv.setScript(func(d delivery) (int, string) {
+		if d.attempt == 1 {
+			select { // hang past the runner's timeout
+			case <-release:
+			case <-time.After(2 * time.Second):
+			}
+		}
+		return http.StatusOK, ""
+	})
+	h.start()
+	h.putDef("slow", webhookDef("docs/{id}", rcv.srv.URL, testSecret))
+	rev := h.put("docs/d1", `{}`)
+	checkFor(t, wait, func() error {
+		for _, d := range rcv.deliveries() {
+			if d.attempt == 2 && d.p.Revision == rev {
+				return nil
+			}
+		}
+		return errors.New("no second attempt yet")
+	})
+	checkFor(t, wait, func() error {
+		if st := h.state("slow"); st.Delivered != 1 || st.Failed != 1 ||
+			!(strings.Contains(st.LastError, "timeout") || strings.Contains(st.LastError, "deadline exceeded")) {
+			return fmt.Errorf("state %+v", st)
+		}
+		return nil
+	})
+}
+
+// TestIdleCheckpoints: an idle runner does not keep committing its
+// cursor (each checkpoint is itself a revision that moves the cursor).
+func TestIdleCheckpoints(t *testing.T) {
+	h := newHarness(t, fastTuning())
+	rcv := newReceiver(t, testSecret)
+	h.start()
+	h.putDef("a", webhookDef("docs/{id}", rcv.srv.URL, testSecret))
+	h.putDef("b", webhookDef("docs/{id}", rcv.srv.URL, testSecret))
+	h.put("docs/d", `{}`)
+	other := h.put("elsewhere/x", `{}`) // matches neither: the cursors still move past it
+	checkFor(t, wait, func() error {
+		for _, name := range []string{"a", "b"} {
+			if st := h.state(name); st.Cursor < other || st.Delivered != 1 {
+				return fmt.Errorf("%s: state %+v, want cursor >= %d", name, st, other)
+			}
+		}
+		return nil
+	})
+	before := h.store.AppliedIndex()
+	// Absence is what is checked: 25 checkpoint periods pass idle.
+	time.Sleep(25 * fastTuning().Checkpoint)
+	if after := h.store.AppliedIndex(); after > before+2 {
+		t.Fatalf("idle: the applied index moved from %d to %d", before, after)
+	}
 }
