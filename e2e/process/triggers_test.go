@@ -263,7 +263,8 @@ func ofTriggers(recv *hookcheck.Receiver, names ...string) []hookcheck.Delivery 
 // action (webhook, push through the FCM stand-in, a derived write with
 // increment), the signature (checked by the receiver), order per path
 // under concurrent writes through every node, retry then success, the dead
-// letter and its replay, the loop limit, the status and the metrics.
+// letter and its replay, the loop limit, a disabled trigger, the status and
+// the metrics, and parked events retried by the next leader after a kill -9.
 func TestTriggersProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -832,6 +833,77 @@ func TestTriggersProcess(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("failover", func(t *testing.T) {
+		// Parked events survive the leader: fo/a fails until healed, its
+		// two events park (durably), the leader is killed, and the new one
+		// retries them in order once the receiver heals; fo/b goes on.
+		webhook("fo", "fo/{id}", nil)
+		recv.Script("fo/a", hookcheck.Rule{Status: http.StatusServiceUnavailable})
+		leader := c.mustLeader(c.nodes[0], 10*time.Second)
+		var live []*proc
+		for _, p := range c.nodes {
+			if p != leader {
+				live = append(live, p)
+			}
+		}
+		var acks []ack
+		w := func(p *proc, path string, v int) {
+			data := json.RawMessage(fmt.Sprintf(`{"v":%d}`, v))
+			_, rev, err := c.write(p, pr, path, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			acks = append(acks, ack{path: path, rev: rev, data: data})
+		}
+		w(live[0], "fo/a", 1)
+		w(live[1], "fo/a", 2)
+		for v := 1; v <= 5; v++ {
+			w(live[v%2], "fo/b", v)
+		}
+		// Both events of fo/a parked and checkpointed before the kill.
+		checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+			v, err := c.triggerView(live[0], pr, "fo")
+			if err != nil {
+				return err
+			}
+			if v.Status.Pending < 2 || v.Status.Delivered < 5 {
+				return fmt.Errorf("status %+v, want fo/a's 2 events pending and fo/b's 5 delivered", v.Status)
+			}
+			return nil
+		})
+		before := len(ofPath(recv.Deliveries(), "fo/a"))
+		leader.mustKill9()
+		killed := time.Now()
+		var next *proc
+		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			st, err := c.clusterStatus(live[0])
+			if err != nil {
+				return err
+			}
+			if next = c.byID(st.Leader); next == nil || next == leader {
+				return fmt.Errorf("no new leader yet: %+v", *st)
+			}
+			return nil
+		})
+		t.Logf("killed leader %s after %d attempts on fo/a; new leader %s after %v", leader.id, before, next.id, time.Since(killed).Round(time.Millisecond))
+		w(next, "fo/b", 6)
+		recv.Clear("fo/a")
+		want := expectedFrom("fo", acks)
+		awaitAccepted(t, ctx, recv, want, 60*time.Second)
+		mine := ofTriggers(recv, "fo")
+		rep, errs := hookcheck.Check(want, mine, hookcheck.Options{Changes: []hookcheck.LeaderChange{{At: killed}}, Slack: 2 * time.Second, Window: 30 * time.Second})
+		for _, err := range errs {
+			t.Error(err)
+		}
+		a := ofPath(mine, "fo/a")
+		if len(a) <= before || a[before].Attempt < 2 {
+			t.Errorf("fo/a: %d attempts before the kill; the first after it is %+v, want attempt 2 or more (the parked count kept)", before, a[min(before, len(a)-1)].Attempt)
+		}
+		t.Logf("failover: %+v", rep)
+		leader.mustStart()
+		c.mustReady(leader, 60*time.Second)
 	})
 
 	if rej := recv.Rejections(); len(rej) > 0 {
