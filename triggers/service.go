@@ -144,6 +144,10 @@ var (
 	// ErrTooManyTriggers: a new trigger would exceed MaxTriggers.
 	ErrTooManyTriggers = &Refusal{status: http.StatusConflict, code: "too_many_triggers",
 		msg: fmt.Sprintf("a project may declare at most %d triggers; delete one first", MaxTriggers)}
+	// ErrDefinitionTooLarge: the stored definition would exceed the
+	// largest document.
+	ErrDefinitionTooLarge = &Refusal{status: http.StatusRequestEntityTooLarge, code: "document_too_large",
+		msg: "the trigger's definition is larger than a document may be"}
 	// ErrInvalidArgument is what every malformed member is refused with.
 	ErrInvalidArgument = &Refusal{status: http.StatusBadRequest, code: "invalid_argument", msg: "invalid argument"}
 	// ErrURLNotAllowed: a webhook URL names a host the operator's policy
@@ -392,6 +396,9 @@ func (s *Service) Put(ctx context.Context, pid, name string, in *Definition) (*P
 	})
 	if err != nil {
 		return nil, err
+	}
+	if res.Err == raftstore.ErrCodeTooLarge {
+		return nil, ErrDefinitionTooLarge
 	}
 	if !res.OK() {
 		return nil, fmt.Errorf("triggers: put %s refused: %s", name, res.Err)

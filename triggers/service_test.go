@@ -265,3 +265,14 @@ func TestServiceReplayAndDeleteInPages(t *testing.T) {
 		t.Errorf("replay of a deleted trigger: %v, want not found", err)
 	}
 }
+
+func TestServiceDefinitionTooLarge(t *testing.T) {
+	store := mustOpenStore(t)
+	svc := mustService(t, store, allowAll{})
+	data := `{"blob":"` + strings.Repeat("x", raftstore.MaxDocumentSize-100) + `"}`
+	d := &triggers.Definition{Match: "a/{id}", Action: triggers.Action{Write: &triggers.WriteAction{Op: "set", Collection: "b/c", Data: json.RawMessage(data)}}}
+	_, err := svc.Put(context.Background(), pid, "big", d)
+	if !errors.Is(err, triggers.ErrDefinitionTooLarge) {
+		t.Fatalf("Put of a definition past the document size: %v, want document_too_large", err)
+	}
+}
