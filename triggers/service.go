@@ -325,6 +325,9 @@ func (s *Service) Put(ctx context.Context, pid, name string, in *Definition) (*P
 		}
 	}
 	defPath := keys.Trigger(pid, name)
+	if err := s.clearLeftovers(ctx, pid, name); err != nil {
+		return nil, err
+	}
 	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
 		old, err := s.store.Get(defPath)
 		if err != nil {
@@ -595,7 +598,7 @@ func (s *Service) Delete(ctx context.Context, pid, name string) (uint64, error) 
 	}
 	rev := res.Revision
 	for _, dir := range []string{keys.TriggerQueueDir(pid, name), keys.TriggerDeadDir(pid, name)} {
-		r, err := s.clear(ctx, dir, rev)
+		r, err := s.clear(ctx, pid, name, dir, rev)
 		if err != nil {
 			s.logger.Warn("trigger deleted, its records not all removed", "project", pid, "trigger", name, "dir", dir, "err", err)
 			return 0, err
@@ -605,9 +608,31 @@ func (s *Service) Delete(ctx context.Context, pid, name string) (uint64, error) 
 	return rev, nil
 }
 
+// clearLeftovers removes, before trigger name is created, what a deleted
+// trigger of that name left behind (a delete cut short by a crash or by
+// this very creation): a new trigger starts with no parked events and no
+// dead letters of the old one's.
+func (s *Service) clearLeftovers(ctx context.Context, pid, name string) error {
+	def, err := s.store.Get(keys.Trigger(pid, name))
+	if err != nil {
+		return fmt.Errorf("triggers: read %s: %w", name, err)
+	}
+	if def != nil {
+		return nil
+	}
+	for _, dir := range []string{keys.TriggerQueueDir(pid, name), keys.TriggerDeadDir(pid, name)} {
+		if _, err := s.clear(ctx, pid, name, dir, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // clear deletes every document directly under dir, a page per txn, after
 // waiting for this node to apply rev (so that the pages read are current).
-func (s *Service) clear(ctx context.Context, dir string, rev uint64) (uint64, error) {
+// Each page is deleted only while trigger name does not exist: once it is
+// created again, what is under dir is the new trigger's and clear stops.
+func (s *Service) clear(ctx context.Context, pid, name, dir string, rev uint64) (uint64, error) {
 	for {
 		if err := s.store.WaitApplied(ctx, rev); err != nil {
 			return rev, fmt.Errorf("triggers: wait for revision %d: %w", rev, err)
@@ -623,9 +648,14 @@ func (s *Service) clear(ctx context.Context, dir string, rev uint64) (uint64, er
 		for _, d := range docs {
 			ops = append(ops, raftstore.Op{Kind: raftstore.OpDelete, Path: d.Path, IfExists: true})
 		}
-		res, err := s.store.Txn(ctx, &raftstore.Txn{Time: s.clock.Now().UnixNano(), Ops: ops})
+		t := &raftstore.Txn{Time: s.clock.Now().UnixNano(), Ops: ops,
+			Conds: []raftstore.Cond{{Path: keys.Trigger(pid, name), Kind: raftstore.CondNotExists, Name: "recreated"}}}
+		res, err := s.store.Txn(ctx, t)
 		if err != nil {
 			return rev, fmt.Errorf("triggers: clear %s: %w", dir, err)
+		}
+		if res.Failed(t) == "recreated" {
+			return rev, nil
 		}
 		if !res.OK() {
 			return rev, fmt.Errorf("triggers: clear %s refused: %s", dir, res.Err)

@@ -276,3 +276,35 @@ func TestServiceDefinitionTooLarge(t *testing.T) {
 		t.Fatalf("Put of a definition past the document size: %v, want document_too_large", err)
 	}
 }
+
+// TestServiceRecreateClearsLeftovers: records a deleted trigger left behind
+// (a delete cut short) are removed before a trigger of the same name is
+// created, and a delete's clean-up never removes a re-created trigger's.
+func TestServiceRecreateClearsLeftovers(t *testing.T) {
+	store := mustOpenStore(t)
+	ctx := context.Background()
+	svc := mustService(t, store, allowAll{})
+	d := webhookBody("http://127.0.0.1/x")
+	d.Disabled = true
+	// Leftovers of an earlier "hook": parked events and a dead letter, no
+	// definition.
+	mustTxn(t, store,
+		raftstore.Op{Kind: raftstore.OpPut, Path: keys.Under(keys.TriggerQueueDir(pid, "hook")) + keys.TriggerQueueKey("a", 3), Data: json.RawMessage(`{}`)},
+		raftstore.Op{Kind: raftstore.OpPut, Path: keys.Under(keys.TriggerDeadDir(pid, "hook")) + keys.TriggerDeadKey("a", 2), Data: json.RawMessage(`{}`)})
+	if _, err := svc.Put(ctx, pid, "hook", d); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{keys.TriggerQueueDir(pid, "hook"), keys.TriggerDeadDir(pid, "hook")} {
+		if n, err := store.CountPrefix(keys.Under(dir)); err != nil || n != 0 {
+			t.Errorf("%s: %d records of the old trigger left (%v)", dir, n, err)
+		}
+	}
+	// The new trigger's records stay when it is replaced.
+	mustTxn(t, store, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Under(keys.TriggerQueueDir(pid, "hook")) + keys.TriggerQueueKey("b", 9), Data: json.RawMessage(`{}`)})
+	if _, err := svc.Put(ctx, pid, "hook", d); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := store.CountPrefix(keys.Under(keys.TriggerQueueDir(pid, "hook"))); n != 1 {
+		t.Errorf("replacing the trigger left %d parked events, want its 1", n)
+	}
+}
