@@ -1,6 +1,7 @@
 package triggers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
@@ -24,6 +25,7 @@ import (
 type lane struct {
 	path    string
 	items   []*item // by revision
+	fresh   int     // items not durable
 	running bool    // a worker owns the lane
 	kick    chan struct{}
 }
@@ -66,14 +68,16 @@ func (ru *run) settleLocked(t *trig, it *item) {
 
 // removeLocked takes a finished event out of its lane. Callers hold t.mu.
 func (ru *run) removeLocked(t *trig, l *lane, it *item) {
-	for i, x := range l.items {
-		if x == it {
-			l.items = append(l.items[:i], l.items[i+1:]...)
-			break
-		}
+	if len(l.items) > 0 && l.items[0] == it {
+		l.items[0] = nil
+		l.items = l.items[1:] // the usual case, without a copy
+	} else if i := slices.Index(l.items, it); i >= 0 {
+		l.items = slices.Delete(l.items, i, i+1)
 	}
 	if it.durable {
 		t.parked--
+	} else {
+		l.fresh--
 	}
 	ru.settleLocked(t, it)
 }
@@ -105,6 +109,7 @@ func (ru *run) add(t *trig, it *item) {
 		return
 	}
 	l.items = append(l.items, it)
+	l.fresh++
 	t.pendLocked(it.p.Revision)
 	ru.wakeLocked(t, l)
 }
@@ -140,21 +145,15 @@ func (ru *run) merge(t *trig, path string, seen *raftstore.Document) {
 	if t.ctx == nil {
 		return
 	}
+	// known finds p's place in its lane (items are in revision order).
 	known := func(p *Parked) (int, bool) {
 		l := t.lanes[p.Path]
 		if l == nil {
 			return 0, false
 		}
-		i := 0
-		for ; i < len(l.items); i++ {
-			if l.items[i].p.Revision == p.Revision {
-				return i, true
-			}
-			if l.items[i].p.Revision > p.Revision {
-				break
-			}
-		}
-		return i, false
+		return slices.BinarySearchFunc(l.items, p.Revision, func(it *item, rev uint64) int {
+			return cmp.Compare(it.p.Revision, rev)
+		})
 	}
 	var p Parked
 	if seen != nil && json.Unmarshal(seen.Data, &p) == nil {
@@ -201,17 +200,20 @@ func (ru *run) work(ctx context.Context, t *trig, l *lane) {
 		}
 		head := l.items[0]
 		var toPark []*item
-		if slices.ContainsFunc(l.items, func(it *item) bool { return it.durable }) {
-			for _, it := range l.items {
-				if !it.durable {
-					toPark = append(toPark, it)
+		if l.fresh > 0 && l.fresh < len(l.items) {
+			// Fresh events are (nearly always) the lane's tail: look
+			// from the end, then put them back in revision order.
+			for i := len(l.items) - 1; i >= 0 && len(toPark) < l.fresh; i-- {
+				if !l.items[i].durable {
+					toPark = append(toPark, l.items[i])
 				}
 			}
+			slices.Reverse(toPark)
 		}
 		c, secret := t.c, t.secret
 		t.mu.Unlock()
 		if len(toPark) > 0 {
-			if !ru.park(ctx, t, toPark) {
+			if !ru.park(ctx, t, l, toPark) {
 				ru.pause(ctx, l, tu.MinBackoff)
 			}
 			continue
@@ -262,7 +264,7 @@ func deadPath(t *trig, p *Parked) string {
 const parkBatch = 64
 
 // park stores events queued behind a parked one of their path.
-func (ru *run) park(ctx context.Context, t *trig, items []*item) bool {
+func (ru *run) park(ctx context.Context, t *trig, l *lane, items []*item) bool {
 	for len(items) > 0 {
 		n := min(len(items), parkBatch)
 		ops := make([]raftstore.Op, 0, n)
@@ -277,10 +279,12 @@ func (ru *run) park(ctx context.Context, t *trig, items []*item) bool {
 		if !ru.commit(ctx, t, ops) {
 			return false
 		}
+		ru.r.logger.Debug("triggers: events parked behind a retry", "project", t.pid, "trigger", t.name, "path", l.path, "events", n)
 		t.mu.Lock()
 		for _, it := range items[:n] {
 			if !it.durable {
 				it.durable = true
+				l.fresh--
 				t.parked++
 				ru.settleLocked(t, it)
 			}
@@ -382,6 +386,7 @@ func (ru *run) settle(ctx context.Context, t *trig, l *lane, it *item, err error
 	t.mu.Lock()
 	if !it.durable {
 		it.durable = true
+		l.fresh--
 		t.parked++
 		ru.settleLocked(t, it)
 	}

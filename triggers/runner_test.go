@@ -442,7 +442,9 @@ func TestOrderPerPath(t *testing.T) {
 		defer mu.Unlock()
 		calls++
 		if d.attempt == 1 && calls%7 == 0 {
-			return http.StatusServiceUnavailable, "0"
+			// One second, capped at MaxBackoff (100 ms): later events of
+			// the path queue (parked) behind it meanwhile.
+			return http.StatusServiceUnavailable, "1"
 		}
 		return http.StatusOK, ""
 	})
