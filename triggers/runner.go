@@ -126,6 +126,9 @@ type Runner struct {
 	logger  *slog.Logger
 	metrics *metrics
 	hooks   *webhookClient
+	// subBuffer sizes the feed subscription's queue (batches); tests make
+	// it small to make the reader lag.
+	subBuffer int
 }
 
 // NewRunner checks cfg and defaults its optional parts.
@@ -148,7 +151,7 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		return nil, err
 	}
 	return &Runner{cfg: cfg, tu: tu, clock: cfg.Clock, logger: cfg.Logger.With("component", "triggers"), metrics: m,
-		hooks: newWebhookClient(cfg.Dial, tu, cfg.Clock)}, nil
+		hooks: newWebhookClient(cfg.Dial, tu, cfg.Clock), subBuffer: 1024}, nil
 }
 
 // Tuning is the runner's effective tuning (defaults filled).
@@ -217,7 +220,7 @@ var errReset = errors.New("triggers: the feed was reset by a snapshot restore")
 // (skipping what the log gave); a lagging subscription is made again.
 func (ru *run) read(ctx context.Context) {
 	for ctx.Err() == nil {
-		sub := ru.r.cfg.Feed.Subscribe(1024)
+		sub := ru.r.cfg.Feed.Subscribe(ru.r.subBuffer)
 		err := ru.follow(ctx, sub)
 		sub.Close()
 		if ctx.Err() != nil {
