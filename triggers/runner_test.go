@@ -53,7 +53,15 @@ func checkFor(t *testing.T, d time.Duration, f func() error) {
 	}
 }
 
+// mustOpenStore opens a single-voter store (service_test.go uses it too).
 func mustOpenStore(t *testing.T) *raftstore.Store {
+	t.Helper()
+	return mustOpenStoreKeeping(t, 0)
+}
+
+// mustOpenStoreKeeping opens a store whose change log keeps retention (0:
+// the default).
+func mustOpenStoreKeeping(t *testing.T, retention time.Duration) *raftstore.Store {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,7 +69,7 @@ func mustOpenStore(t *testing.T) *raftstore.Store {
 	}
 	s, err := raftstore.Open(raftstore.Config{NodeID: "n1", Dir: t.TempDir(), RaftListener: ln, RaftAdvertise: ln.Addr().String(),
 		HTTPAdvertise: "http://127.0.0.1:1", Bootstrap: true, Secret: "trigger-test-secret-0123456789abcdef", Voter: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		ChangeLogRetention: retention, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +257,12 @@ func fastTuning() triggers.Tuning {
 
 func newHarness(t *testing.T, tu triggers.Tuning) *harness {
 	t.Helper()
-	h := &harness{t: t, store: mustOpenStore(t)}
+	return newHarnessOn(t, tu, mustOpenStore(t))
+}
+
+func newHarnessOn(t *testing.T, tu triggers.Tuning, store *raftstore.Store) *harness {
+	t.Helper()
+	h := &harness{t: t, store: store}
 	var w io.Writer = io.Discard
 	if os.Getenv("TRIGGERS_TEST_LOG") != "" {
 		w = os.Stderr
@@ -969,4 +982,36 @@ func TestIdleCheckpoints(t *testing.T) {
 	if after := h.store.AppliedIndex(); after > before+2 {
 		t.Fatalf("idle: the applied index moved from %d to %d", before, after)
 	}
+}
+
+// TestCompactedChanges: changes the change log dropped before a runner
+// read them are named in lastError, the cursor moves past them, and what
+// comes after is delivered.
+func TestCompactedChanges(t *testing.T) {
+	h := newHarnessOn(t, fastTuning(), mustOpenStoreKeeping(t, 200*time.Millisecond))
+	rcv := newReceiver(t, testSecret)
+	h.putDef("late", webhookDef("docs/{id}", rcv.srv.URL, testSecret))
+	lost := h.put("docs/d", `{"v":1}`)
+	checkFor(t, wait, func() error {
+		floor, err := h.store.LogFloor()
+		if err != nil || floor < lost {
+			return fmt.Errorf("log floor %d (%v), want >= %d", floor, err, lost)
+		}
+		return nil
+	})
+	h.start()
+	checkFor(t, wait, func() error {
+		if st := h.state("late"); st.Cursor < lost || !strings.Contains(st.LastError, "compacted") {
+			return fmt.Errorf("state %+v", st)
+		}
+		return nil
+	})
+	kept := h.put("docs/d", `{"v":2}`) // read from the feed: the log may drop it at once
+	checkFor(t, wait, func() error {
+		if acc := rcv.accepted()["docs/d"]; fmt.Sprint(acc) != fmt.Sprint([]uint64{kept}) {
+			return fmt.Errorf("accepted %v, want [%d]", acc, kept)
+		}
+		return nil
+	})
+	rcv.checkClean()
 }
