@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -169,28 +171,94 @@ func TestTrgTally(t *testing.T) {
 }
 
 func TestSummarizeTrgRuns(t *testing.T) {
-	fast := trgRunResult{WebhooksPerSec: 2500}
-	slow := trgRunResult{WebhooksPerSec: 1500}
-	if tr := summarizeTrgRuns([]trgRunResult{fast, slow, fast}, 20); !tr.TargetsMet || tr.WebhooksPerSec != 2500 {
-		t.Errorf("2 of 3 fast, p99 20ms: %+v", tr)
+	latencies := func(p99 time.Duration) *histogram {
+		h := &histogram{}
+		for range 99 {
+			h.add(time.Millisecond)
+		}
+		h.add(p99) // two of 101 samples: the nearest-rank p99 is p99
+		h.add(p99)
+		return h
 	}
-	if tr := summarizeTrgRuns([]trgRunResult{fast, slow, slow}, 20); tr.TargetsMet || tr.WebhooksPerSec != 1500 {
-		t.Errorf("median slow: %+v", tr)
+	run := func(paced, backlog float64) trgRunResult {
+		return trgRunResult{Live: trgPhase{WebhooksPerSec: 1500}, Paced: trgPhase{WebhooksPerSec: paced}, Backlog: trgPhase{WebhooksPerSec: backlog}}
 	}
-	if tr := summarizeTrgRuns([]trgRunResult{fast}, 50); tr.TargetsMet {
-		t.Error("p99 of exactly 50ms met the target (< 50ms)")
+	ok, slow := run(2003, 8000), run(1700, 7000)
+	if tr := summarizeTrgRuns([]trgRunResult{ok, slow, ok}, 90, latencies(20*time.Millisecond)); !tr.TargetsMet ||
+		tr.PacedWebhooksPerSec != 2003 || tr.WebhooksPerSec != 1500 || tr.BacklogWebhooksPerSec != 8000 || tr.P99Ms != 90 {
+		t.Errorf("2 of 3 keep pace, p99 20ms: %+v", tr)
 	}
-	missing := fast
-	missing.Missing = 1
-	if tr := summarizeTrgRuns([]trgRunResult{fast, missing, fast}, 20); tr.TargetsMet {
-		t.Error("a missing event met the targets")
+	if tr := summarizeTrgRuns([]trgRunResult{ok, slow, slow}, 20, latencies(20*time.Millisecond)); tr.TargetsMet {
+		t.Errorf("median paced run behind the target met it: %+v", tr)
 	}
-	lostBacklog := fast
-	lostBacklog.Backlog = trgBacklogResult{Missing: 1, WebhooksPerSec: 9000}
-	if tr := summarizeTrgRuns([]trgRunResult{fast, lostBacklog, lostBacklog}, 20); tr.TargetsMet || tr.BacklogWebhooksPerSec != 9000 {
-		t.Errorf("a missing backlog event: %+v", tr)
+	if tr := summarizeTrgRuns([]trgRunResult{ok}, 20, latencies(50*time.Millisecond)); tr.TargetsMet || tr.PacedP99Ms != 50 {
+		t.Errorf("a paced p99 of exactly 50ms met the target (< 50ms): %+v", tr)
 	}
-	if tr := summarizeTrgRuns(nil, 0); tr.TargetsMet {
+	for i, broken := range []func(x *trgRunResult){
+		func(x *trgRunResult) { x.Live.Missing = 1 },
+		func(x *trgRunResult) { x.Paced.Refused = 1 },
+		func(x *trgRunResult) { x.Backlog.Missing = 1 },
+		func(x *trgRunResult) { x.Backlog.Stray = 1 },
+		func(x *trgRunResult) { x.Live.WrongRevision = 1 },
+	} {
+		bad := ok
+		broken(&bad)
+		if tr := summarizeTrgRuns([]trgRunResult{ok, bad, ok}, 20, latencies(time.Millisecond)); tr.TargetsMet {
+			t.Errorf("case %d: a lost or refused event met the targets", i)
+		}
+	}
+	if tr := summarizeTrgRuns(nil, 0, &histogram{}); tr.TargetsMet {
 		t.Error("no runs met the targets")
+	}
+}
+
+// TestTrgWrite runs the writer against a stand-in node: the paths it
+// writes, the revisions it keeps, the failures it counts, and its pacing.
+func TestTrgWrite(t *testing.T) {
+	var mu sync.Mutex
+	var rev uint64
+	seen := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Collection string }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || r.URL.Path != "/api/db" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen[body.Collection] = true
+		if body.Collection == "trg9/d7" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"unavailable"}}`))
+			return
+		}
+		rev++
+		w.Header().Set("X-Revision", strconv.FormatUint(rev, 10))
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	leader := &benchNode{id: "n1", url: srv.URL}
+	o := &options{clients: 8, reqTimeout: 5 * time.Second, valueSize: 4}
+	e := newEnv(srv.Client(), &cluster{nodes: []*benchNode{leader}, leader: leader}, project{Token: "tok"}, o)
+
+	kinds := map[string]int{}
+	w := trgWrite(context.Background(), e, "trg9/d", 50, 0, kinds)
+	if len(w.expected) != 49 || len(w.attempted) != 50 || len(seen) != 50 || w.latency.count() != 49 {
+		t.Fatalf("expected %d attempted %d seen %d latencies %d", len(w.expected), len(w.attempted), len(seen), w.latency.count())
+	}
+	for i := range 50 {
+		p := "trg9/d" + strconv.Itoa(i)
+		if !w.attempted[p] || (w.expected[p] == 0) != (i == 7) {
+			t.Errorf("%s: attempted %v, revision %d", p, w.attempted[p], w.expected[p])
+		}
+	}
+	if kinds["POST 503 unavailable (no Retry-After)"] != 1 || len(kinds) != 1 {
+		t.Errorf("kinds = %v", kinds)
+	}
+
+	// Paced: 41 writes at 400/s are due over 100 ms.
+	w = trgWrite(context.Background(), e, "trg9/p", 41, 400, map[string]int{})
+	if d := w.last.Sub(w.start); d < 100*time.Millisecond || len(w.expected) != 41 {
+		t.Errorf("41 writes at 400/s took %v (want at least 100ms), %d committed", d, len(w.expected))
 	}
 }
