@@ -279,7 +279,7 @@ var scenarios = []scenario{
 	},
 	{
 		Name:       "TRG",
-		What:       "webhook triggers: each run declares a webhook trigger (PUT /api/triggers/{name}) on a collection of its own, pointing at a receiver on loopback in the bench that checks every delivery's signature; --clients clients create documents there through the leader as fast as they go (ops = first deliveries of the run's writes; ops/s = webhooks per second from the first to the last; latency: arrival minus the payload's commit time; a missing event is an error)",
+		What:       "webhook triggers: each run declares a webhook trigger (PUT /api/triggers/{name}) on a collection of its own, pointing at a receiver on loopback in the bench that checks every delivery's signature, then three phases of --ops writes through the leader: --clients clients as fast as they go (the row: ops = first deliveries, ops/s = webhooks per second from the first to the last, latency = arrival minus the payload's commit time), the same paced at 2,000 writes/s (the targets' verdict), and a backlog written while the trigger is disabled, then delivered; a missing or refused event is an error",
 		Clients:    func(o *options) int { return o.clients },
 		DefaultOps: 6000,
 		Target:     func(e *env) string { return "leader " + e.c.leader.id },
