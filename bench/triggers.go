@@ -261,6 +261,38 @@ type trgRunResult struct {
 	Backlog trgPhase `json:"backlog"`
 	// ProbeMs: from the trigger's creation to its probe event's arrival.
 	ProbeMs float64 `json:"probeMs"`
+	// OtherCPUSeconds: the machine's busy CPU time during the run not
+	// spent by the nodes or the bench (other processes competing); -1:
+	// unknown.
+	OtherCPUSeconds float64 `json:"otherCpuSeconds"`
+}
+
+// trgCPU is a snapshot of the machine's busy CPU time and of the part the
+// bench and the nodes spent.
+type trgCPU struct{ machine, ours float64 }
+
+func trgCPUNow(e *env) (trgCPU, bool) {
+	m, err := systemCPU()
+	if err != nil {
+		return trgCPU{}, false
+	}
+	self, err := cpuSeconds(0)
+	if err != nil {
+		return trgCPU{}, false
+	}
+	c := trgCPU{machine: m, ours: self.total()}
+	for _, n := range e.c.nodes {
+		pid := n.pid()
+		if pid <= 0 {
+			return trgCPU{}, false
+		}
+		t, err := cpuSeconds(pid)
+		if err != nil {
+			return trgCPU{}, false
+		}
+		c.ours += t.total()
+	}
+	return c, true
 }
 
 // trgResult is TRG's own figures (the JSON's "triggers").
@@ -518,6 +550,8 @@ func runTriggers(ctx context.Context, e *env, s *scenario, ops int) (runResult, 
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.o.runTimeout)
 	defer cancel()
+	res := trgRunResult{OtherCPUSeconds: -1}
+	cpu0, cpuOK := trgCPUNow(e)
 
 	created := time.Now()
 	rc, stop, err := trgPhaseSetup(rctx, e, name, coll, secret, false)
@@ -535,7 +569,6 @@ func runTriggers(ctx context.Context, e *env, s *scenario, ops int) (runResult, 
 	if err := trgProbe(rctx, e, rc, coll+"/probe"); err != nil {
 		return fail(err)
 	}
-	var res trgRunResult
 	res.ProbeMs = ms(time.Since(created))
 	live, h, _ := trgMeasure(rctx, e, rc, coll+"/d", ops, 0, []string{coll + "/probe"}, kinds)
 	res.Live = live
@@ -548,6 +581,9 @@ func runTriggers(ctx context.Context, e *env, s *scenario, ops int) (runResult, 
 	}
 	if rctx.Err() == nil {
 		res.Backlog = trgBacklog(rctx, e, name, coll, secret, ops, kinds)
+	}
+	if cpu1, ok := trgCPUNow(e); ok && cpuOK {
+		res.OtherCPUSeconds = round(max((cpu1.machine-cpu0.machine)-(cpu1.ours-cpu0.ours), 0), 2)
 	}
 	rr.TimedOut = rctx.Err() != nil && ctx.Err() == nil
 	for _, v := range kinds {
@@ -606,13 +642,13 @@ func trgBacklog(ctx context.Context, e *env, name, coll, secret string, ops int,
 func (x trgRunResult) String() string {
 	return fmt.Sprintf("live: %d writes at %.0f/s (p50 %s p99 %s), %d webhooks at %.0f/s, tail %s, p50 %s p99 %s max %s; "+
 		"paced: %d writes at %.0f/s, %d webhooks at %.0f/s, p50 %s p99 %s max %s; "+
-		"backlog: %d of %d at %.0f/s, last %s after enabling; probe %s; %d duplicates, %d missing, %d refused",
+		"backlog: %d of %d at %.0f/s, last %s after enabling; probe %s; %d duplicates, %d missing, %d refused; other processes' CPU %.2f s",
 		x.Live.Writes, x.Live.WritesPerSec, fmtMs(x.Live.WriteP50Ms), fmtMs(x.Live.WriteP99Ms), x.Live.Delivered, x.Live.WebhooksPerSec,
 		fmtMs(x.Live.TailMs), fmtMs(x.Live.P50Ms), fmtMs(x.Live.P99Ms), fmtMs(x.Live.MaxMs),
 		x.Paced.Writes, x.Paced.WritesPerSec, x.Paced.Delivered, x.Paced.WebhooksPerSec, fmtMs(x.Paced.P50Ms), fmtMs(x.Paced.P99Ms), fmtMs(x.Paced.MaxMs),
 		x.Backlog.Delivered, x.Backlog.Writes, x.Backlog.WebhooksPerSec, fmtMs(x.Backlog.EnableToLastMs), fmtMs(x.ProbeMs),
 		x.Live.Duplicates+x.Paced.Duplicates+x.Backlog.Duplicates, x.Live.Missing+x.Paced.Missing+x.Backlog.Missing,
-		x.Live.Refused+x.Paced.Refused+x.Backlog.Refused)
+		x.Live.Refused+x.Paced.Refused+x.Backlog.Refused, x.OtherCPUSeconds)
 }
 
 // trgWrites is what a phase's writes did.
