@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/edgebase/edgebase/raftstore"
 )
 
 // Limits bound what one request may carry.
@@ -117,31 +119,8 @@ func jsonTypeName(kind string) string {
 
 // checkDepth rejects JSON nested deeper than max without decoding it.
 func checkDepth(b []byte, max int) error {
-	depth := 0
-	inString, escaped := false, false
-	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			if depth > max {
-				return newError(http.StatusBadRequest, "invalid_argument", fmt.Sprintf("JSON nesting exceeds %d levels", max))
-			}
-		case '}', ']':
-			depth--
-		}
+	if raftstore.JSONDepth(b) > max {
+		return newError(http.StatusBadRequest, "invalid_argument", fmt.Sprintf("JSON nesting exceeds %d levels", max))
 	}
 	return nil
 }

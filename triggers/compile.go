@@ -742,40 +742,10 @@ func renderJSON(ctx context.Context, v any, act map[string]any) (json.RawMessage
 	if err != nil {
 		return nil, fmt.Errorf("encoding the value: %w", err)
 	}
-	if depth(b) > maxValueDepth {
+	if raftstore.JSONDepth(b) > maxValueDepth {
 		return nil, fmt.Errorf("value nests deeper than %d levels", maxValueDepth)
 	}
 	return b, nil
-}
-
-// depth is the nesting of compact JSON b.
-func depth(b []byte) int {
-	d, max := 0, 0
-	inString, escaped := false, false
-	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			if d++; d > max {
-				max = d
-			}
-		case '}', ']':
-			d--
-		}
-	}
-	return max
 }
 
 // activation binds the event's variables; before and after are decoded
