@@ -25,18 +25,19 @@ import (
 // process), declares a webhook trigger on a collection of its own with
 // PUT /api/triggers/{name} (the owner's token, a secret the bench chose),
 // waits until a probe document's event arrives (the leader's runner has
-// picked the trigger up), then --clients clients create distinct documents
-// in that collection through the leader as fast as they go. The receiver
-// checks every delivery as a real one would (Edgebase-Signature: HMAC-SHA256
-// over "<t>.<body>", the timestamp within 5 minutes; the headers against the
-// payload) and records its arrival. The run ends when every write's event
-// has arrived (or --run-timeout), and the trigger is deleted.
+// picked the trigger up), then runs three phases of distinct documents
+// written through the leader (see runTriggers): as fast as --clients
+// clients go (the row), paced at the target's rate, and a backlog. The
+// receiver checks every delivery as a real one would (Edgebase-Signature:
+// HMAC-SHA256 over "<t>.<body>", the timestamp within 5 minutes; the headers
+// against the payload) and records its arrival. A phase ends when every
+// write's event has arrived (or --run-timeout); the run deletes the trigger.
 //
-// ops are first deliveries of the run's writes; ops/s is webhooks per second
-// from the first to the last; a latency is the arrival minus the payload's
-// time (the commit's time, stamped by the leader on the same machine's
-// clock). A write whose event never arrives, a delivery that fails the
-// signature check, carries the wrong revision or names a path nobody wrote
+// The row's ops are first deliveries of the live phase's writes; ops/s is
+// webhooks per second from the first to the last; a latency is the arrival
+// minus the payload's time (the commit's time, stamped by the leader on the
+// same machine's clock). A write whose event never arrives, a delivery that
+// fails the checks, carries the wrong revision or names a path nobody wrote
 // are errors; duplicates (at-least-once) are counted apart.
 
 const (
@@ -577,7 +578,11 @@ func runTriggers(ctx context.Context, e *env, s *scenario, ops int) (runResult, 
 
 	paced := &histogram{}
 	if rctx.Err() == nil {
-		res.Paced, paced = trgPaced(rctx, e, name, coll, secret, ops, kinds)
+		var stopPaced func()
+		res.Paced, paced, stopPaced = trgPaced(rctx, e, name, coll, secret, ops, kinds)
+		// Its receiver outlives the phase, so that a late copy is not
+		// retried into the next phase's receiver.
+		defer stopPaced()
 	}
 	if rctx.Err() == nil {
 		res.Backlog = trgBacklog(rctx, e, name, coll, secret, ops, kinds)
@@ -599,21 +604,21 @@ func runTriggers(ctx context.Context, e *env, s *scenario, ops int) (runResult, 
 	return rr, h, kinds, nil
 }
 
-// trgPaced is a run's paced phase; its errors go to kinds.
-func trgPaced(ctx context.Context, e *env, name, coll, secret string, ops int, kinds map[string]int) (trgPhase, *histogram) {
+// trgPaced is a run's paced phase; its errors go to kinds. stop closes its
+// receiver.
+func trgPaced(ctx context.Context, e *env, name, coll, secret string, ops int, kinds map[string]int) (trgPhase, *histogram, func()) {
 	rc, stop, err := trgPhaseSetup(ctx, e, name, coll, secret, false)
 	if err != nil {
 		kinds["paced: "+err.Error()]++
-		return trgPhase{}, &histogram{}
+		return trgPhase{}, &histogram{}, func() {}
 	}
-	defer stop()
 	probe := coll + "/probe-paced"
 	if err := trgProbe(ctx, e, rc, probe); err != nil {
 		kinds["paced: "+err.Error()]++
-		return trgPhase{}, &histogram{}
+		return trgPhase{}, &histogram{}, stop
 	}
 	p, h, _ := trgMeasure(ctx, e, rc, coll+"/p", ops, trgWebhooksTarget, []string{probe}, kinds)
-	return p, h
+	return p, h, stop
 }
 
 // trgBacklog is a run's backlog phase; its errors go to kinds.
