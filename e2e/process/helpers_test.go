@@ -139,6 +139,10 @@ type clusterOpts struct {
 	env []string
 	// bin is the edgebase binary the nodes run (default: binPath).
 	bin string
+	// voters is the cluster's size (default 3); args are added to every
+	// node's flags.
+	voters int
+	args   []string
 }
 
 type cluster struct {
@@ -190,18 +194,24 @@ func killAtCleanup(t *testing.T, nodes func() []*proc, tail int64) {
 	})
 }
 
-// mustStartCluster starts three voters: n1 bootstraps, n2 and n3 join it.
-// It returns once every node is ready and n1 reports 3 voters and a leader.
+// mustStartCluster starts opts.voters voters (default three): n1
+// bootstraps, the others join it. It returns once every node is ready and
+// n1 reports them all voters and a leader.
 func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
 	t.Helper()
+	voters := opts.voters
+	if voters == 0 {
+		voters = 3
+	}
 	base := t.TempDir()
 	c := &cluster{t: t, ctx: ctx}
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= voters; i++ {
 		p := newProc(t, base, fmt.Sprintf("n%d", i))
 		p.Env = opts.env
 		if opts.bin != "" {
 			p.Bin = opts.bin
 		}
+		p.Args = append(p.Args, opts.args...)
 		c.nodes = append(c.nodes, p)
 	}
 	for _, p := range c.nodes[1:] {
@@ -223,7 +233,7 @@ func mustStartCluster(t *testing.T, ctx context.Context, opts clusterOpts) *clus
 		if err != nil {
 			return err
 		}
-		return st.Healthy(3, "")
+		return st.Healthy(voters, "")
 	})
 	return c
 }

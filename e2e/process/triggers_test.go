@@ -34,41 +34,6 @@ var triggerFlags = []string{
 	"--trigger-retry-for", "3s",
 }
 
-// startTriggerCluster starts voters nodes (n1 bootstraps, the others join)
-// with args added to every node's flags, and waits until n1 sees them all
-// and a leader.
-func startTriggerCluster(t *testing.T, ctx context.Context, voters int, env, args []string) *cluster {
-	t.Helper()
-	base := t.TempDir()
-	c := &cluster{t: t, ctx: ctx}
-	for i := 1; i <= voters; i++ {
-		p := newProc(t, base, fmt.Sprintf("n%d", i))
-		p.Env = env
-		p.Args = append(p.Args, args...)
-		if i > 1 {
-			p.Args = append(p.Args, "--join", c.nodes[0].url())
-		}
-		c.nodes = append(c.nodes, p)
-	}
-	killAtCleanup(t, func() []*proc { return c.nodes }, 48<<10)
-	c.nodes[0].mustStart()
-	c.mustReady(c.nodes[0], 60*time.Second)
-	for _, p := range c.nodes[1:] {
-		p.mustStart()
-	}
-	for _, p := range c.nodes {
-		c.mustReady(p, 60*time.Second)
-	}
-	checkFor(t, 60*time.Second, 50*time.Millisecond, func() error {
-		st, err := c.clusterStatus(c.nodes[0])
-		if err != nil {
-			return err
-		}
-		return st.Healthy(voters, "")
-	})
-	return c
-}
-
 // ---- the triggers API ----
 
 type triggerStatus struct {
@@ -278,7 +243,7 @@ func TestTriggersProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv := hookcheck.New(t, nil)
-	c := startTriggerCluster(t, ctx, 3, []string{"EDGEBASE_FCM_ENDPOINT=" + fcm.Endpoint(), "EDGEBASE_SECRET_KEY=" + hex.EncodeToString(key)}, triggerFlags)
+	c := mustStartCluster(t, ctx, clusterOpts{env: []string{"EDGEBASE_FCM_ENDPOINT=" + fcm.Endpoint(), "EDGEBASE_SECRET_KEY=" + hex.EncodeToString(key)}, args: triggerFlags})
 	leader := c.mustLeader(c.nodes[0], 10*time.Second)
 	pr := c.mustCreateProject(leader)
 	// Any node serves the API: the subtests spread their calls.
@@ -917,7 +882,7 @@ func TestTriggersProcess(t *testing.T) {
 func TestTriggersRefuseBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := startTriggerCluster(t, ctx, 1, nil, nil)
+	c := mustStartCluster(t, ctx, clusterOpts{voters: 1})
 	p := c.nodes[0]
 	pr := c.mustCreateProject(p)
 	hook := func(u string) map[string]any {
@@ -1039,8 +1004,8 @@ func TestTriggersRetryAfterAndTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	recv := hookcheck.New(t, nil)
-	c := startTriggerCluster(t, ctx, 1, nil, []string{"--allow-private-webhooks", "127.0.0.1",
-		"--trigger-min-backoff", "50ms", "--trigger-max-backoff", "10s", "--trigger-retry-for", "1m", "--trigger-timeout", "500ms"})
+	c := mustStartCluster(t, ctx, clusterOpts{voters: 1, args: []string{"--allow-private-webhooks", "127.0.0.1",
+		"--trigger-min-backoff", "50ms", "--trigger-max-backoff", "10s", "--trigger-retry-for", "1m", "--trigger-timeout", "500ms"}})
 	p := c.nodes[0]
 	pr := c.mustCreateProject(p)
 	v := c.mustPutTrigger(p, pr, "ra", map[string]any{"match": "ra/{id}",
