@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebase/edgebase/internal/smtptest"
+	"github.com/edgebase/edgebase/internal/storetest"
 	"github.com/edgebase/edgebase/internal/testpki"
 	"github.com/edgebase/edgebase/mail"
 	"github.com/edgebase/edgebase/raftstore"
@@ -84,24 +84,7 @@ type harness struct {
 
 func mustOpenStore(t *testing.T) *raftstore.Store {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := raftstore.Open(raftstore.Config{NodeID: "n1", Dir: t.TempDir(), RaftListener: ln, RaftAdvertise: ln.Addr().String(),
-		HTTPAdvertise: "http://127.0.0.1:1", Bootstrap: true, Secret: "mail-test-secret-0123456789abcdef", Voter: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	checkFor(t, func() error {
-		if !s.IsLeader() {
-			return errors.New("not leader yet")
-		}
-		return nil
-	})
-	return s
+	return storetest.Open(t, raftstore.Config{})
 }
 
 // newHarness starts a store and a running sender trusting ca (nil: none).

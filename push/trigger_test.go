@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"testing"
-	"time"
 
+	"github.com/edgebase/edgebase/internal/storetest"
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
@@ -17,25 +14,7 @@ import (
 
 func mustOpenStore(t *testing.T) *raftstore.Store {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := raftstore.Open(raftstore.Config{NodeID: "n1", Dir: t.TempDir(), RaftListener: ln, RaftAdvertise: ln.Addr().String(),
-		HTTPAdvertise: "http://127.0.0.1:1", Bootstrap: true, Secret: "push-test-secret-0123456789abcdef", Voter: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	deadline := time.Now().Add(wait)
-	for !s.IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("the store did not become leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return s
+	return storetest.Open(t, raftstore.Config{})
 }
 
 // TestQueueForTrigger: a trigger's notification is queued once per event

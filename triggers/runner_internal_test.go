@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgebase/edgebase/internal/storetest"
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/raftstore"
 )
@@ -24,17 +22,7 @@ import (
 // (a queue of one batch, and a slow receiver holding it back) subscribes
 // again and reads the change log: every change is delivered, in order.
 func TestReaderLags(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := raftstore.Open(raftstore.Config{NodeID: "n1", Dir: t.TempDir(), RaftListener: ln, RaftAdvertise: ln.Addr().String(),
-		HTTPAdvertise: "http://127.0.0.1:1", Bootstrap: true, Secret: "trigger-test-secret-0123456789abcdef", Voter: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := storetest.Open(t, raftstore.Config{})
 	waitFor := func(f func() error) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -45,12 +33,6 @@ func TestReaderLags(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	waitFor(func() error {
-		if !store.IsLeader() {
-			return errors.New("not leader")
-		}
-		return nil
-	})
 	var mu sync.Mutex
 	got := map[string][]uint64{}
 	total := 0

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/internal/storetest"
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/push"
 	"github.com/edgebase/edgebase/raftstore"
@@ -63,24 +64,7 @@ func mustOpenStore(t *testing.T) *raftstore.Store {
 // the default).
 func mustOpenStoreKeeping(t *testing.T, retention time.Duration) *raftstore.Store {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := raftstore.Open(raftstore.Config{NodeID: "n1", Dir: t.TempDir(), RaftListener: ln, RaftAdvertise: ln.Addr().String(),
-		HTTPAdvertise: "http://127.0.0.1:1", Bootstrap: true, Secret: "trigger-test-secret-0123456789abcdef", Voter: true,
-		ChangeLogRetention: retention, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	checkFor(t, wait, func() error {
-		if !s.IsLeader() {
-			return errors.New("the store is not leader yet")
-		}
-		return nil
-	})
-	return s
+	return storetest.Open(t, raftstore.Config{ChangeLogRetention: retention})
 }
 
 // ---- the receiver ----------------------------------------------------------
