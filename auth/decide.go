@@ -23,7 +23,8 @@ import (
 //     committed at that point of the log, with request.time the txn's Time:
 //     project documents by the rules' write expression, reserved state
 //     (_users, _rules, _origins, ...) to owners only, nothing outside the
-//     caller's project;
+//     caller's project but its triggers' entries in the cluster's list
+//     (keys.TriggerIndex), also to owners only;
 //   - keeps every project with at least one owner, whoever writes (ErrCodeLastOwner).
 //
 // It reads nothing but the View and the Txn, so its answer is the same on
@@ -161,6 +162,14 @@ type decidedEntry struct {
 func (e *decidedEntry) Op(_ int, op *raftstore.Op, cur, next *raftstore.Document) raftstore.OpError {
 	p := e.caller
 	if p == nil {
+		return raftstore.ErrCodeNone
+	}
+	if pid, _, ok := keys.ParseTriggerIndex(op.Path); ok {
+		// A trigger's entry in the cluster's list of triggers (the leader's
+		// runner reads it), written with the trigger: its project's owners'.
+		if pid != p.ProjectID || p.Role != RoleOwner {
+			return raftstore.ErrCodeForbidden
+		}
 		return raftstore.ErrCodeNone
 	}
 	rel, ok := keys.Rel(p.ProjectID, op.Path)

@@ -15,12 +15,12 @@ import (
 
 // Triggers is the owner API of triggers (triggers.Service).
 type Triggers interface {
-	Put(ctx context.Context, pid, name string, d *triggers.Definition) (*triggers.PutResult, error)
+	Put(ctx context.Context, session, pid, name string, d *triggers.Definition) (*triggers.PutResult, error)
 	Get(pid, name string) (*triggers.View, error)
 	List(pid string) ([]triggers.View, error)
-	Delete(ctx context.Context, pid, name string) (uint64, error)
+	Delete(ctx context.Context, session, pid, name string) (uint64, error)
 	DeadLetters(pid, name string, limit int, pageToken string) (*triggers.DeadPage, error)
-	Replay(ctx context.Context, pid, name string, ids []string) (*triggers.Replayed, error)
+	Replay(ctx context.Context, session, pid, name string, ids []string) (*triggers.Replayed, error)
 }
 
 // A project's triggers (owners only): GET /api/triggers, GET, PUT and
@@ -28,7 +28,7 @@ type Triggers interface {
 // /api/triggers/{name}/replay. The caller is checked before any body is
 // read: the project key after a strong sync, then an owner's token.
 func (s *Server) triggerRoutes() {
-	h := func(methods, params []string, fn func(w http.ResponseWriter, r *http.Request, pid string) error) http.HandlerFunc {
+	h := func(methods, params []string, fn func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if err := s.triggerCall(w, r, methods, params, fn); err != nil {
 				s.writeError(w, r, err)
@@ -43,7 +43,7 @@ func (s *Server) triggerRoutes() {
 
 var errTriggersOwnerOnly = newError(http.StatusForbidden, "forbidden", "only an owner may read or change the project's triggers")
 
-func (s *Server) triggerCall(w http.ResponseWriter, r *http.Request, methods, params []string, fn func(http.ResponseWriter, *http.Request, string) error) error {
+func (s *Server) triggerCall(w http.ResponseWriter, r *http.Request, methods, params []string, fn func(http.ResponseWriter, *http.Request, *auth.Principal) error) error {
 	if !slices.Contains(methods, r.Method) {
 		return methodNotAllowed(methods...)
 	}
@@ -63,15 +63,15 @@ func (s *Server) triggerCall(w http.ResponseWriter, r *http.Request, methods, pa
 	if p.Role != auth.RoleOwner {
 		return errTriggersOwnerOnly
 	}
-	return fn(w, r, p.ProjectID)
+	return fn(w, r, p)
 }
 
 type triggersResponse struct {
 	Triggers []triggers.View `json:"triggers"`
 }
 
-func (s *Server) triggersList(w http.ResponseWriter, r *http.Request, pid string) error {
-	list, err := s.triggers.List(pid)
+func (s *Server) triggersList(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	list, err := s.triggers.List(p.ProjectID)
 	if err != nil {
 		return err
 	}
@@ -79,18 +79,18 @@ func (s *Server) triggersList(w http.ResponseWriter, r *http.Request, pid string
 	return nil
 }
 
-func (s *Server) triggerOne(w http.ResponseWriter, r *http.Request, pid string) error {
+func (s *Server) triggerOne(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	name := r.PathValue("name")
 	switch r.Method {
 	case http.MethodGet:
-		v, err := s.triggers.Get(pid, name)
+		v, err := s.triggers.Get(p.ProjectID, name)
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, v)
 		return nil
 	case http.MethodDelete:
-		rev, err := s.triggers.Delete(r.Context(), pid, name)
+		rev, err := s.triggers.Delete(r.Context(), p.Session, p.ProjectID, name)
 		if err != nil {
 			return err
 		}
@@ -107,7 +107,7 @@ func (s *Server) triggerOne(w http.ResponseWriter, r *http.Request, pid string) 
 	if err != nil {
 		return err
 	}
-	res, err := s.triggers.Put(r.Context(), pid, name, d)
+	res, err := s.triggers.Put(r.Context(), p.Session, p.ProjectID, name, d)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *Server) triggerOne(w http.ResponseWriter, r *http.Request, pid string) 
 	return writeCommitted(w, status, res.Revision, res.Trigger)
 }
 
-func (s *Server) triggerDead(w http.ResponseWriter, r *http.Request, pid string) error {
+func (s *Server) triggerDead(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	q := r.URL.Query()
 	limit := 0
 	if v, ok := q["limit"]; ok {
@@ -128,7 +128,7 @@ func (s *Server) triggerDead(w http.ResponseWriter, r *http.Request, pid string)
 		}
 		limit = n
 	}
-	page, err := s.triggers.DeadLetters(pid, r.PathValue("name"), limit, q.Get("pageToken"))
+	page, err := s.triggers.DeadLetters(p.ProjectID, r.PathValue("name"), limit, q.Get("pageToken"))
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (s *Server) triggerDead(w http.ResponseWriter, r *http.Request, pid string)
 	return nil
 }
 
-func (s *Server) triggerReplay(w http.ResponseWriter, r *http.Request, pid string) error {
+func (s *Server) triggerReplay(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	var ids []string
 	if r.ContentLength != 0 || r.Header.Get("Content-Type") != "" {
 		body, err := s.readBody(w, r)
@@ -147,7 +147,7 @@ func (s *Server) triggerReplay(w http.ResponseWriter, r *http.Request, pid strin
 			return err
 		}
 	}
-	out, err := s.triggers.Replay(r.Context(), pid, r.PathValue("name"), ids)
+	out, err := s.triggers.Replay(r.Context(), p.Session, p.ProjectID, r.PathValue("name"), ids)
 	if err != nil {
 		return err
 	}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgebase/edgebase/httpapi"
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/node/nodetest"
 	"github.com/edgebase/edgebase/raftstore"
@@ -420,4 +422,68 @@ func (e *env) queued(t testing.TB, pid, name string) []triggers.Parked {
 		out = append(out, pk)
 	}
 	return out
+}
+
+// TestTriggersAPI_OwnerCheckedAtCommit: a trigger write is judged where it
+// commits. An owner whose token a node resolved before the owner was
+// demoted (a node that has not applied the demotion yet) is refused 403 at
+// the commit of a put, a delete and a replay, and nothing is written.
+func TestTriggersAPI_OwnerCheckedAtCommit(t *testing.T) {
+	t.Parallel()
+	e := newTriggerEnv(t)
+	n := e.c.Nodes[0].Node
+	acc := e.user
+	authAs := func(tok, body string) reply {
+		t.Helper()
+		return e.mustSend(t, http.MethodPost, "/api/auth", map[string]string{"X-Project-Id": e.p.ID, "X-API-Key": e.p.APIKey, "Authorization": "Bearer " + tok}, body)
+	}
+	if r := authAs(e.p.OwnerToken, setRoleBody(acc.ID, "owner")); r.Status != http.StatusOK {
+		t.Fatalf("promote: %d %s", r.Status, r.Body)
+	}
+	p, err := n.Accounts.Authenticate(acc.Token)
+	if err != nil || p.Role != "owner" {
+		t.Fatalf("Authenticate after the promotion: %+v, %v", p, err)
+	}
+	api, err := httpapi.New(httpapi.Config{Store: n.Store, Cluster: n.Store, Triggers: n.Triggers,
+		Accounts: staleOwner{Service: n.Accounts, tok: acc.Token, p: p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := httptest.NewServer(api)
+	t.Cleanup(stale.Close)
+	node := e.base
+	body := `{"match":"orders/{id}","action":{"webhook":{"url":"` + hookURL + `"}}}`
+
+	e.base = stale.URL
+	if r := e.trigCall(t, e.p, acc.Token, http.MethodPut, "/api/triggers/kept", body); r.Status != http.StatusCreated {
+		t.Fatalf("put as an owner: %d %s", r.Status, r.Body)
+	}
+	deadKey := keys.TriggerDeadKey("orders/o1", 7)
+	deadPath := keys.Under(keys.TriggerDeadDir(e.p.ID, "kept")) + deadKey
+	dead, _ := json.Marshal(triggers.Dead{Parked: triggers.Parked{Payload: triggers.Payload{Trigger: "kept", Project: e.p.ID, Revision: 7, Path: "orders/o1", Type: triggers.TypeCreate}}, DeadAt: "2026-11-27T12:00:00Z"})
+	if res, err := n.Store.Txn(context.Background(), &raftstore.Txn{Time: time.Now().UnixNano(), Ops: []raftstore.Op{{Kind: raftstore.OpPut, Path: deadPath, Data: dead}}}); err != nil || !res.OK() {
+		t.Fatalf("write a dead letter: %+v, %v", res, err)
+	}
+	e.base = node
+	if r := authAs(e.p.OwnerToken, setRoleBody(acc.ID, "user")); r.Status != http.StatusOK {
+		t.Fatalf("demote: %d %s", r.Status, r.Body)
+	}
+	e.base = stale.URL
+	checkError(t, e.trigCall(t, e.p, acc.Token, http.MethodPut, "/api/triggers/late", body), http.StatusForbidden, "forbidden", "")
+	checkError(t, e.trigCall(t, e.p, acc.Token, http.MethodPut, "/api/triggers/kept", strings.Replace(body, "orders", "carts", 1)), http.StatusForbidden, "forbidden", "")
+	checkError(t, e.trigCall(t, e.p, acc.Token, http.MethodDelete, "/api/triggers/kept", ""), http.StatusForbidden, "forbidden", "")
+	checkError(t, e.trigCall(t, e.p, acc.Token, http.MethodPost, "/api/triggers/kept/replay", `{}`), http.StatusForbidden, "forbidden", "")
+
+	if doc, err := n.Store.Get(keys.Trigger(e.p.ID, "late")); err != nil || doc != nil {
+		t.Errorf("the refused put was stored: %v, %v", doc, err)
+	}
+	if doc, err := n.Store.Get(keys.TriggerIndex(e.p.ID, "late")); err != nil || doc != nil {
+		t.Errorf("the refused put's index entry was stored: %v, %v", doc, err)
+	}
+	if d := e.storedTrigger(t, e.p.ID, "kept"); d.Match != "orders/{id}" {
+		t.Errorf("the refused replace changed the trigger: match %q", d.Match)
+	}
+	if doc, err := n.Store.Get(deadPath); err != nil || doc == nil {
+		t.Errorf("the refused replay moved the dead letter: %v, %v", doc, err)
+	}
 }

@@ -287,9 +287,11 @@ func jsonType(kind string) string {
 
 // ---- declaring ---------------------------------------------------------------
 
-// Put creates or replaces trigger name of project pid. A webhook without
+// Put creates or replaces trigger name of project pid for the owner whose
+// session (token hash) is session: the commit checks, where it is applied,
+// that the session still holds and is an owner's ("": no caller, tests). A webhook without
 // a secret keeps the secret of the trigger it replaces, or gets a new one.
-func (s *Service) Put(ctx context.Context, pid, name string, in *Definition) (*PutResult, error) {
+func (s *Service) Put(ctx context.Context, session, pid, name string, in *Definition) (*PutResult, error) {
 	if !ValidName(name) {
 		return nil, invalid("name", "a trigger's name is 1 to %d letters, digits, '_' or '-', starting with a letter or digit", MaxNameLen)
 	}
@@ -325,7 +327,7 @@ func (s *Service) Put(ctx context.Context, pid, name string, in *Definition) (*P
 		}
 	}
 	defPath := keys.Trigger(pid, name)
-	if err := s.clearLeftovers(ctx, pid, name); err != nil {
+	if err := s.clearLeftovers(ctx, session, pid, name); err != nil {
 		return nil, err
 	}
 	res, _, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
@@ -392,7 +394,7 @@ func (s *Service) Put(ctx context.Context, pid, name string, in *Definition) (*P
 		if err != nil {
 			return nil, fmt.Errorf("triggers: encode the index entry of %s: %w", name, err)
 		}
-		return &raftstore.Txn{Time: now.UnixNano(), Conds: []raftstore.Cond{cond}, Ops: []raftstore.Op{
+		return &raftstore.Txn{Time: now.UnixNano(), Caller: session, Conds: []raftstore.Cond{cond}, Ops: []raftstore.Op{
 			{Kind: raftstore.OpPut, Path: defPath, Data: data},
 			{Kind: raftstore.OpPut, Path: keys.TriggerIndex(pid, name), Data: index},
 		}}, nil
@@ -402,6 +404,9 @@ func (s *Service) Put(ctx context.Context, pid, name string, in *Definition) (*P
 	}
 	if res.Err == raftstore.ErrCodeTooLarge {
 		return nil, ErrDefinitionTooLarge
+	}
+	if err := auth.DecidedRefusal(res.Err); err != nil {
+		return nil, err
 	}
 	if !res.OK() {
 		return nil, fmt.Errorf("triggers: put %s refused: %s", name, res.Err)
@@ -574,12 +579,12 @@ func (s *Service) status(pid, name string, def *raftstore.Document) (Status, err
 // definition and its index entry first (the runner stops), then its state,
 // parked events and dead letters, in pages. It returns the revision of the
 // last commit.
-func (s *Service) Delete(ctx context.Context, pid, name string) (uint64, error) {
+func (s *Service) Delete(ctx context.Context, session, pid, name string) (uint64, error) {
 	if !ValidName(name) {
 		return 0, ErrTriggerNotFound
 	}
 	defPath := keys.Trigger(pid, name)
-	t := &raftstore.Txn{Time: s.clock.Now().UnixNano(),
+	t := &raftstore.Txn{Time: s.clock.Now().UnixNano(), Caller: session,
 		Conds: []raftstore.Cond{{Path: defPath, Kind: raftstore.CondExists, Name: "absent"}},
 		Ops: []raftstore.Op{
 			{Kind: raftstore.OpDelete, Path: defPath},
@@ -593,12 +598,15 @@ func (s *Service) Delete(ctx context.Context, pid, name string) (uint64, error) 
 	if res.Failed(t) == "absent" {
 		return 0, ErrTriggerNotFound
 	}
+	if err := auth.DecidedRefusal(res.Err); err != nil {
+		return 0, err
+	}
 	if !res.OK() {
 		return 0, fmt.Errorf("triggers: delete %s refused: %s", name, res.Err)
 	}
 	rev := res.Revision
 	for _, dir := range []string{keys.TriggerQueueDir(pid, name), keys.TriggerDeadDir(pid, name)} {
-		r, err := s.clear(ctx, pid, name, dir, rev)
+		r, err := s.clear(ctx, session, pid, name, dir, rev)
 		if err != nil {
 			s.logger.Warn("trigger deleted, its records not all removed", "project", pid, "trigger", name, "dir", dir, "err", err)
 			return 0, err
@@ -612,7 +620,7 @@ func (s *Service) Delete(ctx context.Context, pid, name string) (uint64, error) 
 // trigger of that name left behind (a delete cut short by a crash or by
 // this very creation): a new trigger starts with no parked events and no
 // dead letters of the old one's.
-func (s *Service) clearLeftovers(ctx context.Context, pid, name string) error {
+func (s *Service) clearLeftovers(ctx context.Context, session, pid, name string) error {
 	def, err := s.store.Get(keys.Trigger(pid, name))
 	if err != nil {
 		return fmt.Errorf("triggers: read %s: %w", name, err)
@@ -621,7 +629,7 @@ func (s *Service) clearLeftovers(ctx context.Context, pid, name string) error {
 		return nil
 	}
 	for _, dir := range []string{keys.TriggerQueueDir(pid, name), keys.TriggerDeadDir(pid, name)} {
-		if _, err := s.clear(ctx, pid, name, dir, 0); err != nil {
+		if _, err := s.clear(ctx, session, pid, name, dir, 0); err != nil {
 			return err
 		}
 	}
@@ -632,7 +640,7 @@ func (s *Service) clearLeftovers(ctx context.Context, pid, name string) error {
 // waiting for this node to apply rev (so that the pages read are current).
 // Each page is deleted only while trigger name does not exist: once it is
 // created again, what is under dir is the new trigger's and clear stops.
-func (s *Service) clear(ctx context.Context, pid, name, dir string, rev uint64) (uint64, error) {
+func (s *Service) clear(ctx context.Context, session, pid, name, dir string, rev uint64) (uint64, error) {
 	for {
 		if err := s.store.WaitApplied(ctx, rev); err != nil {
 			return rev, fmt.Errorf("triggers: wait for revision %d: %w", rev, err)
@@ -648,7 +656,7 @@ func (s *Service) clear(ctx context.Context, pid, name, dir string, rev uint64) 
 		for _, d := range docs {
 			ops = append(ops, raftstore.Op{Kind: raftstore.OpDelete, Path: d.Path, IfExists: true})
 		}
-		t := &raftstore.Txn{Time: s.clock.Now().UnixNano(), Ops: ops,
+		t := &raftstore.Txn{Time: s.clock.Now().UnixNano(), Caller: session, Ops: ops,
 			Conds: []raftstore.Cond{{Path: keys.Trigger(pid, name), Kind: raftstore.CondNotExists, Name: "recreated"}}}
 		res, err := s.store.Txn(ctx, t)
 		if err != nil {
@@ -656,6 +664,9 @@ func (s *Service) clear(ctx context.Context, pid, name, dir string, rev uint64) 
 		}
 		if res.Failed(t) == "recreated" {
 			return rev, nil
+		}
+		if err := auth.DecidedRefusal(res.Err); err != nil {
+			return rev, err
 		}
 		if !res.OK() {
 			return rev, fmt.Errorf("triggers: clear %s refused: %s", dir, res.Err)
@@ -720,7 +731,7 @@ func (s *Service) definition(pid, name string) (*raftstore.Document, error) {
 // per path. ids are dead letter ids (DeadLetter.ID); none: the oldest
 // MaxReplay. An id the trigger has no dead letter of is refused (404,
 // naming ids[i]) and nothing is moved.
-func (s *Service) Replay(ctx context.Context, pid, name string, ids []string) (*Replayed, error) {
+func (s *Service) Replay(ctx context.Context, session, pid, name string, ids []string) (*Replayed, error) {
 	if len(ids) > MaxReplay {
 		return nil, invalid("ids", "a replay moves at most %d dead letters; send the ids in several calls", MaxReplay)
 	}
@@ -756,7 +767,7 @@ func (s *Service) Replay(ctx context.Context, pid, name string, ids []string) (*
 	}
 	out := &Replayed{}
 	for len(ids) > 0 {
-		n, moved, rev, err := s.replayBatch(ctx, pid, name, ids)
+		n, moved, rev, err := s.replayBatch(ctx, session, pid, name, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -773,11 +784,11 @@ var errNothingToReplay = errors.New("triggers: nothing to replay")
 // replayBatch moves the first dead letters of ids, as many as one txn
 // carries, and returns how many ids it took, how many it moved (an id
 // gone meanwhile is skipped) and the revision.
-func (s *Service) replayBatch(ctx context.Context, pid, name string, ids []string) (taken, moved int, rev uint64, err error) {
+func (s *Service) replayBatch(ctx context.Context, session, pid, name string, ids []string) (taken, moved int, rev uint64, err error) {
 	dir := keys.TriggerDeadDir(pid, name)
 	defPath := keys.Trigger(pid, name)
 	res, t, err := raftstore.Guarded(ctx, s.store, func() (*raftstore.Txn, error) {
-		t := &raftstore.Txn{Time: s.clock.Now().UnixNano(), Conds: []raftstore.Cond{{Path: defPath, Kind: raftstore.CondExists, Name: "deleted"}}}
+		t := &raftstore.Txn{Time: s.clock.Now().UnixNano(), Caller: session, Conds: []raftstore.Cond{{Path: defPath, Kind: raftstore.CondExists, Name: "deleted"}}}
 		taken, moved = 0, 0
 		size := 0
 		for _, id := range ids {
@@ -822,6 +833,9 @@ func (s *Service) replayBatch(ctx context.Context, pid, name string, ids []strin
 	}
 	if res.Failed(t) == "deleted" {
 		return 0, 0, 0, ErrTriggerNotFound
+	}
+	if err := auth.DecidedRefusal(res.Err); err != nil {
+		return 0, 0, 0, err
 	}
 	if !res.OK() {
 		return 0, 0, 0, fmt.Errorf("triggers: replay refused: %s", res.Err)

@@ -130,7 +130,7 @@ func TestServiceHostPolicy(t *testing.T) {
 	// The default policy refuses loopback and private addresses.
 	svc := mustService(t, store, nil)
 	for _, u := range []string{"http://127.0.0.1/x", "http://10.0.0.1/x", "http://[fd00::1]/x"} {
-		_, err := svc.Put(ctx, pid, "hook", webhookBody(u))
+		_, err := svc.Put(ctx, "", pid, "hook", webhookBody(u))
 		var r *triggers.Refusal
 		if !errors.As(err, &r) || !errors.Is(err, triggers.ErrURLNotAllowed) || r.Field() != "action.webhook.url" {
 			t.Errorf("%s: %v, want url_not_allowed", u, err)
@@ -139,7 +139,7 @@ func TestServiceHostPolicy(t *testing.T) {
 	if doc, _ := store.Get(keys.Trigger(pid, "hook")); doc != nil {
 		t.Fatal("a refused trigger was stored")
 	}
-	res, err := mustService(t, store, allowAll{}).Put(ctx, pid, "hook", webhookBody("http://127.0.0.1/x"))
+	res, err := mustService(t, store, allowAll{}).Put(ctx, "", pid, "hook", webhookBody("http://127.0.0.1/x"))
 	if err != nil || !res.Created || res.Revision == 0 {
 		t.Fatalf("Put with an allowing policy: %+v, %v", res, err)
 	}
@@ -154,7 +154,7 @@ func TestServiceStatus(t *testing.T) {
 	store := mustOpenStore(t)
 	ctx := context.Background()
 	svc := mustService(t, store, allowAll{})
-	res, err := svc.Put(ctx, pid, "hook", webhookBody("http://127.0.0.1/x"))
+	res, err := svc.Put(ctx, "", pid, "hook", webhookBody("http://127.0.0.1/x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestServiceReplayAndDeleteInPages(t *testing.T) {
 	svc := mustService(t, store, allowAll{})
 	d := webhookBody("http://127.0.0.1/x")
 	d.Disabled = true
-	if _, err := svc.Put(ctx, pid, "hook", d); err != nil {
+	if _, err := svc.Put(ctx, "", pid, "hook", d); err != nil {
 		t.Fatal(err)
 	}
 	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 300<<10) + `"}`)
@@ -208,7 +208,7 @@ func TestServiceReplayAndDeleteInPages(t *testing.T) {
 		ids = append(ids, keys.TriggerDeadKey(path, rev))
 	}
 	before := store.AppliedIndex()
-	out, err := svc.Replay(ctx, pid, "hook", nil)
+	out, err := svc.Replay(ctx, "", pid, "hook", nil)
 	if err != nil || out.Replayed != 4 {
 		t.Fatalf("Replay = %+v, %v", out, err)
 	}
@@ -236,7 +236,7 @@ func TestServiceReplayAndDeleteInPages(t *testing.T) {
 			t.Errorf("replayed %s: attempts %d, lastError %q, before of %d bytes", doc.Path, p.Attempts, p.LastError, len(p.Before))
 		}
 	}
-	if _, err := svc.Replay(ctx, pid, "hook", make([]string, triggers.MaxReplay+1)); !errors.Is(err, triggers.ErrInvalidArgument) {
+	if _, err := svc.Replay(ctx, "", pid, "hook", make([]string, triggers.MaxReplay+1)); !errors.Is(err, triggers.ErrInvalidArgument) {
 		t.Errorf("a replay of %d ids: %v, want invalid_argument", triggers.MaxReplay+1, err)
 	}
 
@@ -248,7 +248,7 @@ func TestServiceReplayAndDeleteInPages(t *testing.T) {
 		}
 		mustTxn(t, store, ops...)
 	}
-	rev, err := svc.Delete(ctx, pid, "hook")
+	rev, err := svc.Delete(ctx, "", pid, "hook")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,10 +258,10 @@ func TestServiceReplayAndDeleteInPages(t *testing.T) {
 	if n, _ := store.CountPrefix(keys.Under(keys.TriggerQueueDir(pid, "hook"))); n != 0 {
 		t.Errorf("%d parked events left after the delete", n)
 	}
-	if _, err := svc.Delete(ctx, pid, "hook"); !errors.Is(err, triggers.ErrTriggerNotFound) {
+	if _, err := svc.Delete(ctx, "", pid, "hook"); !errors.Is(err, triggers.ErrTriggerNotFound) {
 		t.Errorf("second delete: %v, want not found", err)
 	}
-	if _, err := svc.Replay(ctx, pid, "hook", nil); !errors.Is(err, triggers.ErrTriggerNotFound) {
+	if _, err := svc.Replay(ctx, "", pid, "hook", nil); !errors.Is(err, triggers.ErrTriggerNotFound) {
 		t.Errorf("replay of a deleted trigger: %v, want not found", err)
 	}
 }
@@ -271,7 +271,7 @@ func TestServiceDefinitionTooLarge(t *testing.T) {
 	svc := mustService(t, store, allowAll{})
 	data := `{"blob":"` + strings.Repeat("x", raftstore.MaxDocumentSize-100) + `"}`
 	d := &triggers.Definition{Match: "a/{id}", Action: triggers.Action{Write: &triggers.WriteAction{Op: "set", Collection: "b/c", Data: json.RawMessage(data)}}}
-	_, err := svc.Put(context.Background(), pid, "big", d)
+	_, err := svc.Put(context.Background(), "", pid, "big", d)
 	if !errors.Is(err, triggers.ErrDefinitionTooLarge) {
 		t.Fatalf("Put of a definition past the document size: %v, want document_too_large", err)
 	}
@@ -291,7 +291,7 @@ func TestServiceRecreateClearsLeftovers(t *testing.T) {
 	mustTxn(t, store,
 		raftstore.Op{Kind: raftstore.OpPut, Path: keys.Under(keys.TriggerQueueDir(pid, "hook")) + keys.TriggerQueueKey("a", 3), Data: json.RawMessage(`{}`)},
 		raftstore.Op{Kind: raftstore.OpPut, Path: keys.Under(keys.TriggerDeadDir(pid, "hook")) + keys.TriggerDeadKey("a", 2), Data: json.RawMessage(`{}`)})
-	if _, err := svc.Put(ctx, pid, "hook", d); err != nil {
+	if _, err := svc.Put(ctx, "", pid, "hook", d); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{keys.TriggerQueueDir(pid, "hook"), keys.TriggerDeadDir(pid, "hook")} {
@@ -301,7 +301,7 @@ func TestServiceRecreateClearsLeftovers(t *testing.T) {
 	}
 	// The new trigger's records stay when it is replaced.
 	mustTxn(t, store, raftstore.Op{Kind: raftstore.OpPut, Path: keys.Under(keys.TriggerQueueDir(pid, "hook")) + keys.TriggerQueueKey("b", 9), Data: json.RawMessage(`{}`)})
-	if _, err := svc.Put(ctx, pid, "hook", d); err != nil {
+	if _, err := svc.Put(ctx, "", pid, "hook", d); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := store.CountPrefix(keys.Under(keys.TriggerQueueDir(pid, "hook"))); n != 1 {
