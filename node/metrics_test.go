@@ -415,10 +415,10 @@ func TestMetricsCluster(t *testing.T) {
 				s.must(t, "edgebase_badger_vlog_size_bytes", "db", db)
 			}
 			// Every node's realtime hub subscribes; the leader's push
-			// dispatcher and mail sender too.
+			// dispatcher, mail sender and trigger runner too.
 			wantSubs := 1.0
 			if isLeader {
-				wantSubs = 3
+				wantSubs = 4
 			}
 			if v := s.must(t, "edgebase_changefeed_subscribers"); v != wantSubs {
 				t.Errorf("%s: changefeed_subscribers %v, want %v", s.node, v, wantSubs)
