@@ -19,7 +19,8 @@ import (
 )
 
 // TestReaderLags: a reader whose feed subscription is cut off for lagging
-// (a queue of one batch, and a slow receiver holding it back) subscribes
+// (a queue of one batch, and a receiver that holds every delivery until
+// all the writes are committed, so the reader runs out of room) subscribes
 // again and reads the change log: every change is delivered, in order.
 func TestReaderLags(t *testing.T) {
 	store := storetest.Open(t, raftstore.Config{})
@@ -36,19 +37,28 @@ func TestReaderLags(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string][]uint64{}
 	total := 0
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	open := func() { releaseOnce.Do(func() { close(release) }) }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p Payload
 		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		time.Sleep(2 * time.Millisecond) // slow: the reader waits for room
+		select { // held: the reader fills its room and its feed queue overflows
+		case <-release:
+		case <-r.Context().Done():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		mu.Lock()
 		got[p.Path] = append(got[p.Path], p.Revision)
 		total++
 		mu.Unlock()
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(open) // before srv.Close (cleanups run last first)
 	txn := func(ops ...raftstore.Op) uint64 {
 		t.Helper()
 		res, err := store.Txn(context.Background(), &raftstore.Txn{Time: time.Now().UnixNano(), Ops: ops})
@@ -62,7 +72,7 @@ func TestReaderLags(t *testing.T) {
 		raftstore.Op{Kind: raftstore.OpPut, Path: keys.TriggerIndex("p1", "lag"), Data: json.RawMessage(`{"project":"p1","name":"lag"}`)})
 
 	logs := &lockedBuffer{}
-	r, err := NewRunner(RunnerConfig{Store: store, Feed: store.Feed(), Tuning: Tuning{InFlight: 1, Checkpoint: 20 * time.Millisecond},
+	r, err := NewRunner(RunnerConfig{Store: store, Feed: store.Feed(), Tuning: Tuning{InFlight: 1, Checkpoint: 20 * time.Millisecond, Timeout: time.Minute},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +83,8 @@ func TestReaderLags(t *testing.T) {
 	go func() { defer close(done); r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	// Many small entries at once: with one in flight and room for 1024,
+	// More entries than the reader has room for (1024 with one in
+	// flight), all committed while the receiver holds the first delivery:
 	// the reader stalls and its one-batch queue overflows.
 	const paths, writes = 4, 400
 	want := map[string][]uint64{}
@@ -93,6 +104,7 @@ func TestReaderLags(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	open()
 	waitFor(func() error {
 		mu.Lock()
 		defer mu.Unlock()
