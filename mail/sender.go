@@ -274,6 +274,13 @@ func (s *Sender) pass(ctx context.Context) time.Time {
 			if oldest == 0 || rec.QueuedAt < oldest {
 				oldest = rec.QueuedAt
 			}
+			if now.Sub(time.Unix(0, rec.QueuedAt)) > s.cfg.Tuning.MaxAge {
+				// Given up once MaxAge has passed, even with a retry
+				// still ahead (one scheduled by an attempt that began
+				// before it passed).
+				s.giveUp(ctx, doc, rec)
+				continue
+			}
 			if rec.NextAttemptAt > now.UnixNano() {
 				if at := time.Unix(0, rec.NextAttemptAt); next.IsZero() || at.Before(next) {
 					next = at
