@@ -85,37 +85,9 @@ func runPushFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 	}
 	devices := registerDevices(t, c, 8, 3)
 
-	// Leadership can only move with a new Raft term. Every voter's term
-	// (edgebase_raft_term on /metrics) is polled every 50ms, each voter on
-	// its own so that a paused or cut-off one delays no other: each time
-	// the highest term seen goes up is a (possible) leadership change, and
-	// excuses duplicates around it.
-	var changesMu sync.Mutex
-	var changes []LeaderChange
-	var maxTerm uint64
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watch sync.WaitGroup
-	for _, n := range c.voters() {
-		watch.Go(func() {
-			for watchCtx.Err() == nil {
-				if term, err := raftTerm(watchCtx, c, n); err == nil {
-					changesMu.Lock()
-					if term > maxTerm {
-						if maxTerm != 0 {
-							changes = append(changes, LeaderChange{At: time.Now()})
-							r.event("term %d -> %d (seen by %s)", maxTerm, term, n.id)
-						}
-						maxTerm = term
-					}
-					changesMu.Unlock()
-				}
-				select {
-				case <-watchCtx.Done():
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		})
-	}
+	// Each rise of the cluster's Raft term is a (possible) leadership
+	// change, and excuses duplicates around it.
+	stopWatch := watchTerms(ctx, r)
 
 	// Sends through every node, and scheduled notifications due during
 	// the fault.
@@ -203,11 +175,11 @@ func runPushFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 		}
 		return nil
 	})
-	stopWatch()
-	watch.Wait()
+	var changes []LeaderChange
+	for _, at := range stopWatch() {
+		changes = append(changes, LeaderChange{At: at})
+	}
 	collect()
-	changesMu.Lock()
-	defer changesMu.Unlock()
 	rep, errs := CheckPush(due, deliveries, changes, time.Second)
 	r.event("%d sends (%d due, %d of unknown outcome), %d devices, %d deliveries: %+v; %d term changes seen",
 		len(all), len(due), len(maybe), len(devices), len(deliveries), rep, len(changes))

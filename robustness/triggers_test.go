@@ -197,7 +197,10 @@ func runTriggerFault(t *testing.T, fc faultCase, seed uint64, p profile) {
 		}
 		return nil
 	})
-	lcs := stopWatch()
+	var lcs []hookcheck.LeaderChange
+	for _, at := range stopWatch() {
+		lcs = append(lcs, hookcheck.LeaderChange{At: at})
+	}
 	rep, errs := recv.Check(expected, hookcheck.Options{Changes: lcs, Slack: hookSlack, Window: hookWindow, MaxPerChange: maxRedeliveredPerChange})
 	r.event("%d writes (%d acknowledged, %d of unknown outcome, %d of them committed), %d changes, %d requests to the receiver (%d at the fault): %d delivered, %d duplicates %v per change, %d refused; %d term changes seen",
 		len(all), counts[OutOK], counts[OutUnknown], unknownCommitted, len(expected), rep.Requests, deliveredAtFault,
@@ -262,10 +265,11 @@ func hookWrite(c *cluster, n *node, path string, data json.RawMessage) HookWrite
 // watchTerms polls every voter's Raft term every 50ms, each voter on its
 // own so that a paused or cut-off one delays no other; each rise of the
 // highest term seen is a (possible) leadership change. stop ends the
-// watch and returns them.
-func watchTerms(ctx context.Context, r *run) (stop func() []hookcheck.LeaderChange) {
+// watch and returns when each was seen. Leadership can only move with a
+// new term (the push and trigger runs use it to excuse duplicates).
+func watchTerms(ctx context.Context, r *run) (stop func() []time.Time) {
 	var mu sync.Mutex
-	var changes []hookcheck.LeaderChange
+	var changes []time.Time
 	var maxTerm uint64
 	watchCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -276,7 +280,7 @@ func watchTerms(ctx context.Context, r *run) (stop func() []hookcheck.LeaderChan
 					mu.Lock()
 					if term > maxTerm {
 						if maxTerm != 0 {
-							changes = append(changes, hookcheck.LeaderChange{At: time.Now()})
+							changes = append(changes, time.Now())
 							r.event("term %d -> %d (seen by %s)", maxTerm, term, n.id)
 						}
 						maxTerm = term
@@ -290,7 +294,7 @@ func watchTerms(ctx context.Context, r *run) (stop func() []hookcheck.LeaderChan
 			}
 		})
 	}
-	return func() []hookcheck.LeaderChange {
+	return func() []time.Time {
 		cancel()
 		wg.Wait()
 		mu.Lock()
