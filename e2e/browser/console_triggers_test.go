@@ -1,9 +1,6 @@
 package browser
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/edgebase/edgebase/internal/hookcheck"
 	"github.com/edgebase/edgebase/internal/proctest"
 	"github.com/edgebase/edgebase/internal/testbin"
 )
@@ -107,37 +105,6 @@ func (r *hookReceiver) waitHook(t *testing.T, what, path string, pred func([]hoo
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// verifyHookSignature checks Edgebase-Signature (t=<unix s>,v1=<hex
-// HMAC-SHA256(secret, "<t>." + body)>) as a receiver does, the timestamp
-// within 5 minutes.
-func verifyHookSignature(secret, header string, body []byte) error {
-	var ts, v1 string
-	for _, part := range strings.Split(header, ",") {
-		k, v, _ := strings.Cut(part, "=")
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			v1 = v
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || v1 == "" {
-		return fmt.Errorf("malformed signature header %q", header)
-	}
-	if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return fmt.Errorf("timestamp %d is %v away", sec, d)
-	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	fmt.Fprintf(mac, "%d.", sec)
-	mac.Write(body)
-	got, err := hex.DecodeString(v1)
-	if err != nil || !hmac.Equal(got, mac.Sum(nil)) {
-		return fmt.Errorf("the signature does not match the body")
-	}
-	return nil
 }
 
 // startTriggersEnv starts one node allowed to call webhooks on loopback,
@@ -271,10 +238,10 @@ func TestConsoleTriggers(t *testing.T) {
 	rev, _ := strconv.ParseUint(hdr.Get("X-Revision"), 10, 64)
 	got := hooks.waitHook(t, "the delivery of orders/o1", "/orders", func(d []hookDelivery) bool { return len(d) >= 1 })
 	d := got[0]
-	if err := verifyHookSignature(secret, d.Header.Get("Edgebase-Signature"), d.Body); err != nil {
+	if err := hookcheck.VerifySignature(d.Header.Get("Edgebase-Signature"), d.Body, secret, time.Now(), 5*time.Minute); err != nil {
 		t.Fatalf("delivery %s: %v", d.Body, err)
 	}
-	if verifyHookSignature("whsec_wrong", d.Header.Get("Edgebase-Signature"), d.Body) == nil {
+	if hookcheck.VerifySignature(d.Header.Get("Edgebase-Signature"), d.Body, "whsec_wrong", time.Now(), 5*time.Minute) == nil {
 		t.Fatal("a wrong secret verifies: the check cannot fail")
 	}
 	if d.Trigger != "orders-hook" || d.DocPath != "orders/o1" || d.EventType != "create" || d.Revision != rev {
@@ -317,7 +284,7 @@ func TestConsoleTriggers(t *testing.T) {
 		return len(d) >= 2 && d[len(d)-1].Status == http.StatusOK
 	})
 	last := ok[len(ok)-1]
-	if err := verifyHookSignature("whsec_refused_secret_0123456789", last.Header.Get("Edgebase-Signature"), last.Body); err != nil || last.Revision != rev2 {
+	if err := hookcheck.VerifySignature(last.Header.Get("Edgebase-Signature"), last.Body, "whsec_refused_secret_0123456789", time.Now(), 5*time.Minute); err != nil || last.Revision != rev2 {
 		t.Fatalf("the replayed delivery %s: %v (want revision %d)", last.Body, err, rev2)
 	}
 	usersClick(t, p, "refresh", "#triggers-refresh")
