@@ -2,9 +2,6 @@ package triggers_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebase/edgebase/auth"
+	"github.com/edgebase/edgebase/internal/hookcheck"
 	"github.com/edgebase/edgebase/internal/storetest"
 	"github.com/edgebase/edgebase/keys"
 	"github.com/edgebase/edgebase/push"
@@ -97,36 +95,6 @@ func newReceiver(t *testing.T, secret string) *receiver {
 	return r
 }
 
-// verify is the receiver's own check of Edgebase-Signature (Stripe's
-// scheme): t=<unix>,v1=<hex hmac-sha256(secret, "<t>."+body)>, fresh.
-func verify(secret, header string, body []byte) error {
-	var ts, sig string
-	for _, part := range strings.Split(header, ",") {
-		k, v, _ := strings.Cut(part, "=")
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			sig = v
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("bad t in %q", header)
-	}
-	if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return fmt.Errorf("stale t %d", sec)
-	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts + "."))
-	mac.Write(body)
-	got, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, mac.Sum(nil)) {
-		return fmt.Errorf("signature %q does not verify", header)
-	}
-	return nil
-}
-
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	var d delivery
@@ -135,7 +103,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 			req.Header.Get("User-Agent") != "edgebase-webhooks/1" {
 			return fmt.Errorf("method %s, headers %v", req.Method, req.Header)
 		}
-		if err := verify(r.secret, req.Header.Get("Edgebase-Signature"), body); err != nil {
+		if err := hookcheck.VerifySignature(req.Header.Get("Edgebase-Signature"), body, r.secret, time.Now(), 5*time.Minute); err != nil {
 			return err
 		}
 		if err := json.Unmarshal(body, &d.p); err != nil {
