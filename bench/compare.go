@@ -3,8 +3,10 @@ package main
 // --compare (--peer etcd): the same workloads against edgebase and against a
 // Debian etcd cluster of the same size on the same machine, interleaved round
 // by round (ours, etcd, ours, etcd, ...) so that machine noise hits both, and
-// a table of the ratios edgebase/etcd. --peer pocketbase does the same for
-// the query scenarios against one PocketBase process (query_pocketbase.go).
+// a table of the ratios edgebase/etcd. --peer pocketbase does the same
+// against one PocketBase process: the query scenarios (query_pocketbase.go)
+// and the end-user workloads W1, W64, HOT, R64, L32 and RT
+// (pocketbase_peer.go, pocketbase_rt.go).
 
 import (
 	"context"
@@ -46,6 +48,12 @@ var compareSpecs = []compareSpec{
 	{"S1", "RT1F", "etcd: --subscribers POST /v3/watch streams on a key prefix on a follower, paced puts at --rate to the leader", peerEtcd},
 	{"Q1", "Q1", "PocketBase: --clients clients, GET /api/collections/orders/records?filter=(status='open')&sort=-createdAt&perPage=20&skipTotal=1 as an end user, SQLite index (status, createdAt DESC)", peerPocketBase},
 	{"Q2", "Q2", "PocketBase: as Q1 on orders_unindexed (no index of its own)", peerPocketBase},
+	{"W1", "W1U", "PocketBase: 1 client, POST /api/collections/notes/records as the end user", peerPocketBase},
+	{"W64", "W64", "PocketBase: 64 clients, POST /api/collections/notes/records (distinct records) as the end user", peerPocketBase},
+	{"HOT", "HOTU", "PocketBase: 64 clients, PATCH /api/collections/notes/records/{id} of one record (field v) as the end user", peerPocketBase},
+	{"R64", "R64", "PocketBase: 64 clients, GET /api/collections/notes/records/{id} of one record as the end user", peerPocketBase},
+	{"L32", "L32", "PocketBase: 32 clients, POST /api/collections/users/auth-with-password as the one end user", peerPocketBase},
+	{"RT", "RTU", "PocketBase: --subscribers SSE streams (GET /api/realtime, POST /api/realtime subscribing notes with the end user's token); paced creates at --rate as the end user", peerPocketBase},
 }
 
 func findCompareSpec(name, peer string) (compareSpec, bool) {
@@ -70,9 +78,13 @@ func compareNames(peer string) []string {
 
 // sideResult is one system's figures in a comparison.
 type sideResult struct {
-	Ops          int            `json:"ops"`
-	Errors       int            `json:"errors"`
-	ErrorKinds   map[string]int `json:"errorKinds,omitempty"`
+	Ops        int            `json:"ops"`
+	Errors     int            `json:"errors"`
+	ErrorKinds map[string]int `json:"errorKinds,omitempty"`
+	// Shed: 503 answers with Retry-After in a scenario that expects them
+	// (L32): neither ops nor errors.
+	Shed         int            `json:"shed,omitempty"`
+	ShedKinds    map[string]int `json:"shedKinds,omitempty"`
 	RunOpsPerSec []float64      `json:"runOpsPerSec"`
 	OpsPerSec    float64        `json:"opsPerSec"` // median run
 	OpsPerSecMin float64        `json:"opsPerSecMin"`
@@ -165,7 +177,7 @@ func (s *side) measure(ctx context.Context, ops int) runResult {
 	}
 	self0, _ := cpuSeconds(0)
 	sys0, sysErr := systemCPU()
-	rr, h, kinds, _ := s.run(ctx, ops)
+	rr, h, kinds, shed := s.run(ctx, ops)
 	self1, _ := cpuSeconds(0)
 	sys1, err := systemCPU()
 	bench := self1.sub(self0).total()
@@ -199,6 +211,13 @@ func (s *side) measure(ctx context.Context, ops int) runResult {
 			s.res.ErrorKinds = map[string]int{}
 		}
 		s.res.ErrorKinds[k] += v
+	}
+	s.res.Shed += rr.Shed
+	for k, v := range shed {
+		if s.res.ShedKinds == nil {
+			s.res.ShedKinds = map[string]int{}
+		}
+		s.res.ShedKinds[k] += v
 	}
 	if s.settle != nil {
 		s.settle(ctx)
@@ -261,7 +280,7 @@ func compareCluster(ctx context.Context, hc *http.Client, bin, peerBin, tmp stri
 		t = time.Now()
 		switch o.peer {
 		case peerPocketBase:
-			pe, err := startPocketBase(ctx, hc, peerBin, edir, o)
+			pe, err := startPocketBase(ctx, hc, peerBin, edir, o, e.value)
 			if err != nil {
 				return nil, nil, fmt.Errorf("start the PocketBase peer: %w", err)
 			}
@@ -278,12 +297,21 @@ func compareCluster(ctx context.Context, hc *http.Client, bin, peerBin, tmp stri
 			peerSide = newEtcdEnv(hc, ec, o, e.value).side
 		}
 	}
+	// Our side: the scenario on e, or, for the end-user workloads against
+	// PocketBase, as the project's one end user.
+	user := newEBUser(e)
+	oursFor := func(ctx context.Context, spec compareSpec, s *scenario) (*side, error) {
+		if isPBPeerScenario(s) {
+			return user.side(ctx, spec, s, logf)
+		}
+		return oursSide(ctx, e, s, logf)
+	}
 	var out []*comparison
 	for _, spec := range o.compared {
 		if ctx.Err() != nil {
 			break
 		}
-		out = append(out, compareScenario(ctx, e, o.peer, peerSide, spec, logf))
+		out = append(out, compareScenario(ctx, e, o.peer, oursFor, peerSide, spec, logf))
 	}
 	var solo []*result
 	for _, s := range o.solo {
@@ -302,15 +330,15 @@ func compareCluster(ctx context.Context, hc *http.Client, bin, peerBin, tmp stri
 
 // compareScenario prepares both sides, warms each up, then runs --runs
 // rounds of ours then the peer's.
-func compareScenario(ctx context.Context, e *env, peer string, peerSide func(ctx context.Context, spec compareSpec, s *scenario, logf func(string, ...any)) (*side, error), spec compareSpec, logf func(string, ...any)) *comparison {
+func compareScenario(ctx context.Context, e *env, peer string, oursFor func(ctx context.Context, spec compareSpec, s *scenario) (*side, error), peerSide func(ctx context.Context, spec compareSpec, s *scenario, logf func(string, ...any)) (*side, error), spec compareSpec, logf func(string, ...any)) *comparison {
 	o := e.o
-	s, _ := findScenario(spec.Ours)
+	s, _ := findOursScenario(spec.Ours)
 	cmp := &comparison{Scenario: spec.Name, Ours: s.Name, ClusterSize: len(e.c.nodes), Clients: s.Clients(o),
 		OpsPerRun: o.opsFor(s), Warmup: o.warmupFor(s), Rounds: o.runs, PeerName: peer}
 	if s.Timed {
 		cmp.RunSeconds = o.queryDuration.Seconds()
 	}
-	ours, err := oursSide(ctx, e, s, logf)
+	ours, err := oursFor(ctx, spec, s)
 	if err != nil {
 		cmp.Edgebase.Failed = err.Error()
 		logf("bench: [%d nodes] %s edgebase: %v", cmp.ClusterSize, spec.Name, err)
@@ -342,8 +370,12 @@ func compareScenario(ctx context.Context, e *env, peer string, peerSide func(ctx
 			s    *side
 		}{{"edgebase", ours}, {peer, theirs}} {
 			rr := x.s.measure(ctx, cmp.OpsPerRun)
-			logf("bench: [%d nodes] %s round %d/%d %-8s: %d ops in %.2fs = %.0f ops/s, %d errors",
-				cmp.ClusterSize, spec.Name, round, o.runs, x.name, rr.Ops, rr.WallSeconds, rr.OpsPerSec, rr.Errors)
+			shed := ""
+			if rr.Shed > 0 {
+				shed = fmt.Sprintf(", %d shed (503)", rr.Shed)
+			}
+			logf("bench: [%d nodes] %s round %d/%d %-8s: %d ops in %.2fs = %.0f ops/s, %d errors%s",
+				cmp.ClusterSize, spec.Name, round, o.runs, x.name, rr.Ops, rr.WallSeconds, rr.OpsPerSec, rr.Errors, shed)
 		}
 	}
 	cmp.Edgebase, cmp.Peer = ours.finish(), theirs.finish()
@@ -754,6 +786,9 @@ func printCompareTable(w io.Writer, rep *report) {
 			}
 			for _, k := range slices.Sorted(maps.Keys(x.r.ErrorKinds)) {
 				notes = append(notes, fmt.Sprintf("%s %d nodes %s: %d × %s", c.Scenario, c.ClusterSize, x.who, x.r.ErrorKinds[k], k))
+			}
+			for _, k := range slices.Sorted(maps.Keys(x.r.ShedKinds)) {
+				notes = append(notes, fmt.Sprintf("%s %d nodes %s: %d × %s with Retry-After: load shed, neither an op nor an error", c.Scenario, c.ClusterSize, x.who, x.r.ShedKinds[k], k))
 			}
 			if x.r.TimedOut {
 				notes = append(notes, fmt.Sprintf("%s %d nodes %s: a round stopped by --run-timeout", c.Scenario, c.ClusterSize, x.who))

@@ -8,6 +8,7 @@
 //	go run ./bench --nodes 3 --scenarios W2,R2 --runs 5
 //	go run ./bench --compare --nodes 1,3 --scenarios W1,W2,R1,R2,S1   # against etcd, interleaved
 //	go run ./bench --nodes 1 --scenarios Q1,Q2,Q3 --peer pocketbase   # queries against PocketBase
+//	go run ./bench --peer pocketbase --runs 3                         # Q1,Q2,W1,W64,HOT,R64,L32,RT, 1 node against PocketBase
 //	go run ./bench --target http://127.0.0.1:8080,http://127.0.0.1:8081 --admin-token T
 package main
 
@@ -94,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	nodes := fs.String("nodes", "1,3", "cluster sizes to start, comma-separated")
+	nodes := fs.String("nodes", "1,3", "cluster sizes to start, comma-separated (--peer pocketbase: 1 unless given)")
 	scen := fs.String("scenarios", "", "scenarios to run, comma-separated (default all: "+strings.Join(scenarioNames(), ",")+")")
 	fs.IntVar(&o.ops, "ops", 0, "measured operations per run (default: per scenario, see --list)")
 	fs.IntVar(&o.runs, "runs", 3, "measured runs per scenario")
@@ -133,6 +134,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	nodesGiven := false
+	fs.Visit(func(f *flag.Flag) { nodesGiven = nodesGiven || f.Name == "nodes" })
+	if o.peer == peerPocketBase && !nodesGiven {
+		*nodes = "1" // PocketBase is one process: one edgebase node against it
 	}
 	if *list {
 		for _, s := range scenarios {
@@ -194,8 +200,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		names = ours
 	}
+	find := findScenario
+	if o.compare {
+		find = findOursScenario // the end-user sides of the PocketBase comparisons too
+	}
 	for _, name := range names {
-		s, ok := findScenario(strings.ToUpper(strings.TrimSpace(name)))
+		s, ok := find(strings.ToUpper(strings.TrimSpace(name)))
 		if !ok {
 			return nil, fmt.Errorf("--scenarios: unknown scenario %q (have %s)", name, strings.Join(scenarioNames(), ","))
 		}

@@ -4,7 +4,8 @@ package main
 // (a module of its own) built with go build, cached under the temporary
 // directory, started as one process, seeded with the same orders through
 // its /api/batch, and queried with its list API as an authenticated end
-// user.
+// user. The end-user workloads W1, W64, HOT, R64, L32 and RT against the
+// same process are in pocketbase_peer.go and pocketbase_rt.go.
 
 import (
 	"context"
@@ -73,13 +74,18 @@ type pbEnv struct {
 	o          *options
 	node       *benchNode
 	superToken string // superuser: seeding
-	userToken  string // end user: the queries
+	userToken  string // end user: the queries, the notes workloads
 	seeded     map[string]int
+	// userEmail and userPassword are the end user's (L32 logs in as it);
+	// value is the JSON string literal the notes records hold (ours:
+	// env.value, the same letters).
+	userEmail, userPassword string
+	value                   []byte
 }
 
 // startPocketBase starts the peer under dir, waits for /api/health, and
 // logs in its superuser and its end user.
-func startPocketBase(ctx context.Context, hc *http.Client, bin, dir string, o *options) (pe *pbEnv, err error) {
+func startPocketBase(ctx context.Context, hc *http.Client, bin, dir string, o *options, value []byte) (pe *pbEnv, err error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -115,7 +121,7 @@ func startPocketBase(ctx context.Context, hc *http.Client, bin, dir string, o *o
 	if err != nil {
 		return nil, err
 	}
-	pe = &pbEnv{hc: hc, o: o, node: n, seeded: map[string]int{}}
+	pe = &pbEnv{hc: hc, o: o, node: n, seeded: map[string]int{}, userEmail: userEmail, userPassword: userPass, value: value}
 	if pe.superToken, err = pbLogin(ctx, hc, n.url, "_superusers", superEmail, superPass); err != nil {
 		return nil, err
 	}
@@ -289,7 +295,7 @@ func (pe *pbEnv) side(ctx context.Context, spec compareSpec, s *scenario, logf f
 	case "Q2":
 		coll, n = qUnindexedColl, pe.o.q2Docs
 	default:
-		return nil, fmt.Errorf("no PocketBase counterpart of %s", spec.Name)
+		return pe.userSide(ctx, spec, s, logf)
 	}
 	if err := pe.seed(ctx, coll, n, logf); err != nil {
 		return nil, err

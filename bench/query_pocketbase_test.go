@@ -31,7 +31,7 @@ func TestPocketBaseIntegration(t *testing.T) {
 	o := &options{clients: 4, q1Docs: 600, q2Docs: 400, queryDuration: 300 * time.Millisecond,
 		reqTimeout: 10 * time.Second, runTimeout: 30 * time.Second}
 	hc := newHTTPClient(o)
-	pe, err := startPocketBase(ctx, hc, bin, t.TempDir(), o)
+	pe, err := startPocketBase(ctx, hc, bin, t.TempDir(), o, []byte(`"abcdefghijklmnop"`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Command pocketbase is the bench's PocketBase peer (issue 18, scenarios Q1
-// and Q2): PocketBase embedded from its published Go module, in a module of
-// its own so that edgebase's go.mod does not carry it.
+// and Q2; issue 23, W1, W64, HOT, R64, L32 and RT): PocketBase embedded from
+// its published Go module, in a module of its own so that edgebase's go.mod
+// does not carry it.
 //
 //	go build -o /tmp/pb . && /tmp/pb --http 127.0.0.1:8090 --dir /tmp/pbdata \
 //	    --superuser-email su@example.com --superuser-password '...' \
@@ -19,6 +20,12 @@
 //     caller, a rule decided from the token alone, like edgebase's default
 //     rule for the project owner the bench queries as there; createRule,
 //     updateRule and deleteRule stay nil (superusers only);
+//   - a base collection "notes" that the end user writes, reads and
+//     subscribes to (W1, W64, HOT, R64, RT): fields v (text), r, s and t
+//     (numbers: the realtime run, sequence number and send time), and
+//     listRule, viewRule, createRule and updateRule "@request.auth.id != ”"
+//     (deleteRule nil): any authenticated user, as edgebase's default rule
+//     lets a user write in their own users/<uid> tree;
 //   - settings: the batch API enabled (--batch-max requests per batch) and
 //     the request log off (Logs.MaxDays = 0): edgebase does not log each
 //     request either.
@@ -43,6 +50,7 @@ const (
 	indexedCollection   = "orders"
 	unindexedCollection = "orders_unindexed"
 	indexName           = "idx_orders_status_createdAt"
+	notesCollection     = "notes"
 )
 
 type config struct {
@@ -133,7 +141,10 @@ func setup(app core.App, c *config) error {
 	if err := ensureOrders(app, indexedCollection, true); err != nil {
 		return err
 	}
-	return ensureOrders(app, unindexedCollection, false)
+	if err := ensureOrders(app, unindexedCollection, false); err != nil {
+		return err
+	}
+	return ensureCollection(app, notesCollection, func() *core.Collection { return notes(notesCollection) })
 }
 
 func ensureAuthRecord(app core.App, collection, email, password string) error {
@@ -174,10 +185,34 @@ func ordersCollection(name string, indexed bool) *core.Collection {
 }
 
 func ensureOrders(app core.App, name string, indexed bool) error {
+	return ensureCollection(app, name, func() *core.Collection { return ordersCollection(name, indexed) })
+}
+
+// notes is the collection the end user writes, reads and subscribes to:
+// every rule but delete wants an authenticated caller.
+func notes(name string) *core.Collection {
+	col := core.NewBaseCollection(name)
+	authenticated := "@request.auth.id != ''"
+	col.ListRule = &authenticated
+	col.ViewRule = &authenticated
+	col.CreateRule = &authenticated
+	col.UpdateRule = &authenticated
+	col.Fields.Add(
+		&core.TextField{Name: "v", Max: 1 << 20},
+		&core.NumberField{Name: "r", OnlyInt: true},
+		&core.NumberField{Name: "s", OnlyInt: true},
+		&core.NumberField{Name: "t", OnlyInt: true},
+	)
+	return col
+}
+
+// ensureCollection creates the collection build returns unless one named
+// name exists.
+func ensureCollection(app core.App, name string, build func() *core.Collection) error {
 	if _, err := app.FindCollectionByNameOrId(name); err == nil {
 		return nil
 	}
-	if err := app.Save(ordersCollection(name, indexed)); err != nil {
+	if err := app.Save(build()); err != nil {
 		return fmt.Errorf("create collection %s: %w", name, err)
 	}
 	return nil
