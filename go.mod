@@ -23,10 +23,23 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	// raft-wal v0.4.2 imports go-metrics/compat, which exists only in go-metrics
+	// v0.5.x and would downgrade hashicorp/raft to v1.7.3: v0.4.1 is the newest
+	// that keeps raft v1.8.0.
+	github.com/hashicorp/raft-wal v0.4.1
 	github.com/pb33f/libopenapi v0.41.8
 	github.com/pb33f/libopenapi-validator v0.16.2
 	golang.org/x/net v0.62.0
 	golang.org/x/text v0.43.0
+)
+
+require (
+	github.com/armon/go-metrics v0.4.1 // indirect
+	github.com/benbjohnson/immutable v0.4.0 // indirect
+	github.com/coreos/etcd v3.3.27+incompatible // indirect
+	github.com/coreos/go-systemd v0.0.0-20191104093116-d3cd4ed1dbcf // indirect
+	github.com/coreos/pkg v0.0.0-20220810130054-c7d1c02cb6cf // indirect
+	go.etcd.io/bbolt v1.3.6 // indirect
 )
 
 require (

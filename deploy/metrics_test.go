@@ -58,6 +58,7 @@ func contractFamilies() map[string]metricKind {
 		"edgebase_raft_nonvoters":                       plain,
 		"edgebase_badger_lsm_size_bytes":                plain,
 		"edgebase_badger_vlog_size_bytes":               plain,
+		"edgebase_raft_log_size_bytes":                  plain,
 		"edgebase_changefeed_subscribers":               plain,
 		"edgebase_changefeed_lag_revisions":             plain,
 		"edgebase_changefeed_dropped_subscribers_total": plain,

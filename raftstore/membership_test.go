@@ -32,7 +32,7 @@ func TestRemovedMarker(t *testing.T) {
 	if !errors.Is(err, ErrRemoved) {
 		t.Fatalf("Open with a marker: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raft")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Open created the raft dir of a removed node: %v", err)
 	}
 	// A damaged marker still means removed.

@@ -105,7 +105,7 @@ type storeCollector struct {
 	s *Store
 
 	state, isLeader, hasLeader, term, commitIndex, appliedIndex, lastLogIndex *prometheus.Desc
-	lastContact, voters, nonvoters, lsmSize, vlogSize                         *prometheus.Desc
+	lastContact, voters, nonvoters, lsmSize, vlogSize, walSize                *prometheus.Desc
 	feedSubscribers, feedLag, feedDropped                                     *prometheus.Desc
 }
 
@@ -128,6 +128,7 @@ func newStoreCollector(s *Store) *storeCollector {
 		nonvoters:       d("edgebase_raft_nonvoters", "Non-voting members in the Raft configuration as this node sees it."),
 		lsmSize:         d("edgebase_badger_lsm_size_bytes", "Size of a Badger database's LSM tables on disk.", "db"),
 		vlogSize:        d("edgebase_badger_vlog_size_bytes", "Size of a Badger database's value log files on disk.", "db"),
+		walSize:         d("edgebase_raft_log_size_bytes", "Disk space of the Raft log (raft-wal segment files, preallocated, and its metadata)."),
 		feedSubscribers: d("edgebase_changefeed_subscribers", "Subscribers of this node's change feed (realtime hub, push dispatcher)."),
 		feedLag: d("edgebase_changefeed_lag_revisions",
 			"Revisions published to the change feed that its slowest subscriber has not taken from its queue yet (0 when all are caught up)."),
@@ -138,7 +139,7 @@ func newStoreCollector(s *Store) *storeCollector {
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.isLeader, c.hasLeader, c.term, c.commitIndex, c.appliedIndex,
-		c.lastLogIndex, c.lastContact, c.voters, c.nonvoters, c.lsmSize, c.vlogSize, c.feedSubscribers, c.feedLag, c.feedDropped} {
+		c.lastLogIndex, c.lastContact, c.voters, c.nonvoters, c.lsmSize, c.vlogSize, c.walSize, c.feedSubscribers, c.feedLag, c.feedDropped} {
 		ch <- d
 	}
 }
@@ -183,16 +184,14 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.nonvoters, float64(nonvoters))
 	}
 	gauge(c.appliedIndex, float64(s.fsm.applied.get()))
-	for _, db := range []struct{ name, dir string }{{"tree", s.fsm.dir()}, {"raft", filepath.Join(s.cfg.Dir, "raft")}} {
-		if db.dir == "" {
-			continue
+	if dir := s.fsm.dir(); dir != "" {
+		if lsm, vlog, err := badgerFileSizes(dir); err == nil { // else closed or being replaced by a restore: skip
+			gauge(c.lsmSize, float64(lsm), "tree")
+			gauge(c.vlogSize, float64(vlog), "tree")
 		}
-		lsm, vlog, err := badgerFileSizes(db.dir)
-		if err != nil {
-			continue // closed or being replaced by a restore: skip this scrape
-		}
-		gauge(c.lsmSize, float64(lsm), db.name)
-		gauge(c.vlogSize, float64(vlog), db.name)
+	}
+	if n, err := walFileSizes(filepath.Join(s.cfg.Dir, walDirName)); err == nil {
+		gauge(c.walSize, float64(n))
 	}
 	subs, lag, dropped := s.feed.stats()
 	gauge(c.feedSubscribers, float64(subs))

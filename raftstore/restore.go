@@ -228,7 +228,7 @@ func buildRestore(ctx context.Context, cfg RestoreConfig, staging string) (Resto
 		return out, fmt.Errorf("close tree db: %w", err)
 	}
 
-	logs, err := openLogStore(filepath.Join(staging, "raft"), cfg.Logger)
+	logs, err := openWAL(filepath.Join(staging, walDirName), 0, cfg.Logger)
 	if err != nil {
 		return out, err
 	}
@@ -307,9 +307,9 @@ func writeRestoreSnapshot(cfg RestoreConfig, db *badger.DB, dir string, index ui
 // then the Raft stores. A failure of the first rename changes nothing; a
 // later one is practically impossible (same directory, same filesystem).
 func moveIntoPlace(staging, dir string) error {
-	for _, name := range []string{"snapshots", "tree", "raft"} {
+	for _, name := range []string{"snapshots", "tree", walDirName} {
 		if err := os.Rename(filepath.Join(staging, name), filepath.Join(dir, name)); err != nil {
-			for _, undo := range []string{"snapshots", "tree", "raft"} {
+			for _, undo := range []string{"snapshots", "tree", walDirName} {
 				if undo == name {
 					break
 				}

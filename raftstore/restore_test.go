@@ -182,7 +182,7 @@ func TestRestore_RoundTripKeepsDocumentsAndRevisionsGoOn(t *testing.T) {
 	if !slices.Equal(ri.OldMembers, []string{"n1", "old2"}) || !slices.Equal(ri.OldRemovals, []string{"gone"}) {
 		t.Fatalf("dropped members %v and removals %v", ri.OldMembers, ri.OldRemovals)
 	}
-	if got := dirEntries(t, dir); !slices.Equal(got, []string{"raft", "snapshots", "tree"}) {
+	if got := dirEntries(t, dir); !slices.Equal(got, []string{walDirName, "snapshots", "tree"}) {
 		t.Fatalf("restored dir holds %v", got)
 	}
 	if idx := latestSnapshot(t, dir); idx.Index != rev || idx.Term != restoreTerm ||

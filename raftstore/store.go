@@ -49,6 +49,9 @@ type Tuning struct {
 	SnapshotThreshold  uint64
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
+	// LogSegmentSize is the size of one Raft log segment file (raft-wal):
+	// DefaultLogSegmentSize unless set.
+	LogSegmentSize int
 }
 
 // DefaultTuning favours throughput (batched applies, large appends) and
@@ -92,6 +95,9 @@ func (t Tuning) withDefaults() Tuning {
 	}
 	if t.TrailingLogs == 0 {
 		t.TrailingLogs = d.TrailingLogs
+	}
+	if t.LogSegmentSize == 0 {
+		t.LogSegmentSize = DefaultLogSegmentSize
 	}
 	return t
 }
@@ -158,7 +164,7 @@ type Store struct {
 	cfg       Config
 	logger    *slog.Logger
 	raft      *raft.Raft
-	logs      *logStore
+	logs      raftLog
 	fsm       *fsm
 	feed      *Feed
 	transport raft.Transport
@@ -227,7 +233,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.logs, err = openLogStore(filepath.Join(cfg.Dir, "raft"), logger); err != nil {
+	if s.logs, err = openRaftLog(cfg.Dir, cfg.Tuning.LogSegmentSize, logger); err != nil {
 		return nil, err
 	}
 	if s.fsm, err = openFSM(filepath.Join(cfg.Dir, "tree"), logger, s.feed); err != nil {
