@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,10 +19,21 @@ import (
 // upgrade test builds it from the repository's history.
 const priorRelease = "c762ba987ef3a0c2e9647fa0533312478bf859fd"
 
+// priorBadgerLog is the last commit of main whose binary keeps the Raft log
+// in Badger (before raft-wal): its data dirs have raft/, not raft-wal/.
+const priorBadgerLog = "cd22b944e03465e1b0a4800680def4e58b42d8ec"
+
 // buildPrior builds priorRelease's edgebase binary, or skips the test where
 // the history is not there (an archive or a shallow clone; .ci/run says which
 // it has).
 func buildPrior(t *testing.T) string {
+	t.Helper()
+	return buildPriorAt(t, priorRelease)
+}
+
+// buildPriorAt builds the edgebase binary of commit priorRelease, or skips
+// the test as buildPrior does.
+func buildPriorAt(t *testing.T, priorRelease string) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -118,6 +130,118 @@ func TestRollingUpgradeFromJSONEntries(t *testing.T) {
 	}
 	writeEverywhere("binary")
 	healthy()
+	for _, p := range c.nodes {
+		for _, coll := range written {
+			r, err := c.getDoc(p, pr, coll, "", last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.status != 200 || !strings.Contains(string(r.body), `"step"`) {
+				t.Fatalf("%s on %s after the upgrade: %s", coll, p.id, r)
+			}
+		}
+	}
+}
+
+// A rolling upgrade from the binary that kept the Raft log in Badger: three
+// voters of the older binary, with documents written, are stopped one at a
+// time (SIGTERM for the first, kill -9 for the others, so a Badger log that
+// was never closed is migrated too) and started on this binary, which moves
+// each node's Raft log into raft-wal at start. Writes go through every node
+// after each step; at the end every node has every document, its data dir
+// has raft-wal/ and no raft/, and a node killed again restarts from its WAL.
+func TestRollingUpgradeToRaftWAL(t *testing.T) {
+	prior := buildPriorAt(t, priorBadgerLog)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	c := mustStartCluster(t, ctx, clusterOpts{bin: prior})
+	healthy := func() {
+		t.Helper()
+		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			for _, p := range c.nodes {
+				if !p.Running() {
+					t.Fatalf("%s stopped: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
+				}
+			}
+			st, err := c.clusterStatus(c.nodes[0])
+			if err != nil {
+				return err
+			}
+			return st.Healthy(3, "")
+		})
+	}
+	pr := c.mustCreateProject(c.nodes[0])
+	for _, p := range c.nodes {
+		if _, err := os.Stat(filepath.Join(p.dataDir, "raft")); err != nil {
+			t.Fatalf("the older binary's %s has no Badger Raft log: %v", p.id, err)
+		}
+	}
+
+	var written []string
+	var last uint64
+	writeEverywhere := func(step string, n int) {
+		t.Helper()
+		for _, p := range c.nodes {
+			for i := range n {
+				coll := fmt.Sprintf("users/%s/wal/%s-via-%s-%d", pr.OwnerID, step, p.id, i)
+				_, rev := c.mustWrite(p, pr, coll, map[string]any{"step": step, "via": p.id})
+				written = append(written, coll)
+				last = max(last, rev)
+			}
+		}
+	}
+	writeEverywhere("before", 20)
+
+	for i, p := range c.nodes {
+		if i == 0 {
+			if err := p.Signal(syscall.SIGTERM); err != nil {
+				t.Fatalf("SIGTERM %s: %v", p.id, err)
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s did not exit within 30s of SIGTERM", p.id)
+			}
+		} else {
+			p.mustKill9()
+		}
+		p.Bin = binPath
+		p.mustStart()
+		c.mustReady(p, 60*time.Second)
+		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			if !p.LogContains("migrated the Raft log from Badger to raft-wal") {
+				return fmt.Errorf("%s has not logged its migration", p.id)
+			}
+			return nil
+		})
+		if _, err := os.Stat(filepath.Join(p.dataDir, "raft")); !os.IsNotExist(err) {
+			t.Fatalf("%s still has its Badger Raft log after migrating: %v", p.id, err)
+		}
+		if _, err := os.Stat(filepath.Join(p.dataDir, "raft-wal")); err != nil {
+			t.Fatalf("%s has no raft-wal after migrating: %v", p.id, err)
+		}
+		healthy()
+		writeEverywhere("after-"+p.id, 5)
+		healthy()
+	}
+
+	// A node on raft-wal killed again comes back from its own WAL.
+	victim := c.nodes[1]
+	victim.mustKill9()
+	for _, p := range []*proc{c.nodes[0], c.nodes[2]} {
+		for i := range 5 {
+			coll := fmt.Sprintf("users/%s/wal/while-%s-down-via-%s-%d", pr.OwnerID, victim.id, p.id, i)
+			_, rev := c.mustWrite(p, pr, coll, map[string]any{"step": "down", "via": p.id})
+			written = append(written, coll)
+			last = max(last, rev)
+		}
+	}
+	victim.mustStart()
+	c.mustReady(victim, 60*time.Second)
+	healthy()
+	writeEverywhere("end", 2)
+
 	for _, p := range c.nodes {
 		for _, coll := range written {
 			r, err := c.getDoc(p, pr, coll, "", last)
