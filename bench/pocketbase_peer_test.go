@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -192,6 +195,70 @@ func TestCheckPBRecord(t *testing.T) {
 	for _, bad := range []string{`{"v":"abc"}`, `{"id":"r1","v":"abd"}`, `[]`} {
 		if _, err := checkPBRecord([]byte(bad), []byte(`"abc"`)); err == nil {
 			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+// TestPocketBaseUserSides runs each end-user workload's PocketBase side for
+// a few operations against a real PocketBase peer (built as
+// TestPocketBaseIntegration does; only with EDGEBASE_BENCH_POCKETBASE=1),
+// and checks that the notes collection refuses a caller without a token.
+func TestPocketBaseUserSides(t *testing.T) {
+	if os.Getenv("EDGEBASE_BENCH_POCKETBASE") != "1" {
+		t.Skip("skipping: set EDGEBASE_BENCH_POCKETBASE=1 to build and run the PocketBase peer")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root, err := repoRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := buildPocketBase(ctx, root, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &options{clients: 4, subscribers: 20, rate: 200, reqTimeout: 10 * time.Second, runTimeout: 30 * time.Second}
+	hc := newHTTPClient(o)
+	value := []byte(`"abcdefghijklmnop"`)
+	pe, err := startPocketBase(ctx, hc, bin, t.TempDir(), o, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pe.stop)
+
+	// The rules want an authenticated caller: without a token, no create.
+	var oe *opError
+	if _, err := pe.do(ctx, http.MethodPost, "/api/collections/"+pbNotes+"/records", "", pbNoteBody(value)); !errors.As(err, &oe) || oe.status/100 != 4 {
+		t.Errorf("an anonymous create: %v, want a 4xx", err)
+	}
+	id, err := pe.createNote(ctx, pbNoteBody(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pe.do(ctx, http.MethodGet, "/api/collections/"+pbNotes+"/records/"+id, "", nil); !errors.As(err, &oe) || oe.status/100 != 4 {
+		t.Errorf("an anonymous view: %v, want a 4xx", err)
+	}
+
+	for _, name := range []string{"W1", "W64", "HOT", "R64", "L32", "RT"} {
+		spec, _ := findCompareSpec(name, peerPocketBase)
+		s, _ := findOursScenario(spec.Ours)
+		sd, err := pe.side(ctx, spec, s, t.Logf)
+		if err != nil {
+			t.Fatalf("%s side: %v", name, err)
+		}
+		ops := 20
+		rr := sd.measure(ctx, ops)
+		sd.close()
+		want := ops
+		if name == "RT" {
+			want = ops * o.subscribers // deliveries
+			if rr.Writes != ops {
+				t.Errorf("RT: %d writes, want %d", rr.Writes, ops)
+			}
+		}
+		res := sd.finish()
+		if rr.Ops != want || rr.Errors != 0 || rr.TimedOut || res.P99Ms <= 0 || len(res.Nodes) != 1 || res.Nodes[0].Unmeasured {
+			t.Errorf("%s: run %+v, result %+v; want %d ops, no errors", name, rr, res, want)
 		}
 	}
 }
