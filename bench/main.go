@@ -148,6 +148,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			}
 			fmt.Fprintf(stderr, "%-4s  %5d ops  %s\n", s.Name, s.DefaultOps, s.What)
 		}
+		for _, cs := range compareSpecs {
+			if s, ok := findOursScenario(cs.Ours); ok && isPBPeerScenario(s) {
+				fmt.Fprintf(stderr, "%-4s  %5d ops  edgebase's side of --peer pocketbase --scenarios %s: %s\n", s.Name, s.DefaultOps, cs.Name, s.What)
+			}
+		}
 		return nil, errListed
 	}
 	for _, f := range strings.Split(*nodes, ",") {

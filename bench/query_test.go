@@ -256,8 +256,8 @@ func TestParseFlagsPeer(t *testing.T) {
 		t.Errorf("Q1 is timed: ops %d, warm-up %d; want 0 and one run", o.opsFor(q1), o.warmupFor(q1))
 	}
 	o, err = parseFlags([]string{"--peer", "pocketbase", "--warmup", "0"}, io.Discard)
-	if err != nil || len(o.compared) != 2 || len(o.solo) != 0 || o.warmupFor(q1) != 0 {
-		t.Errorf("--peer pocketbase alone: %v, %+v; want Q1 and Q2, no warm-up with --warmup 0", err, o.compared)
+	if err != nil || len(o.compared) != 8 || o.compared[0].Name != "Q1" || o.compared[1].Name != "Q2" || len(o.solo) != 0 || o.warmupFor(q1) != 0 {
+		t.Errorf("--peer pocketbase alone: %v, %+v; want Q1, Q2 and the 6 end-user workloads (issue 23), no warm-up with --warmup 0", err, o.compared)
 	}
 	o, err = parseFlags([]string{"--peer", "etcd", "--scenarios", "W2"}, io.Discard)
 	if err != nil || !o.compare || o.peer != peerEtcd || len(o.compared) != 1 {
