@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -116,4 +117,25 @@ func (m *authMetrics) limited(action string) {
 	if c := m.rateLimited[action]; c != nil {
 		c.Inc()
 	}
+}
+
+// RegisterMetrics registers the hashing queue's collectors on reg: the
+// callers waiting (edgebase_auth_hash_queue), those refused at a full queue
+// (edgebase_auth_hash_shed_total) and the time of each hash
+// (edgebase_auth_hash_seconds). The node owning h calls it once.
+func (h *Hasher) RegisterMetrics(reg prometheus.Registerer) error {
+	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "edgebase_auth_hash_queue",
+		Help: "Callers waiting for a password-hashing slot (at most the queue bound, --hash-queue).",
+	}, func() float64 { return float64(h.queued()) })
+	shed := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "edgebase_auth_hash_shed_total",
+		Help: "Password hashes refused at once because the hashing queue was full (answered 503 overloaded with Retry-After).",
+	}, func() float64 { return float64(h.shedCount()) })
+	for _, c := range []prometheus.Collector{queue, shed, h.seconds} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("auth: register hashing metrics: %w", err)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,8 +82,11 @@ func TestDefaultHashParams(t *testing.T) {
 		t.Fatalf("DefaultHashParams() = %+v", p)
 	}
 	h := NewHasher(p, 0)
-	if got, want := cap(h.sem), runtime.GOMAXPROCS(0); got != want {
+	if got, want := h.slots, runtime.GOMAXPROCS(0); got != want {
 		t.Errorf("default concurrency = %d, want GOMAXPROCS %d", got, want)
+	}
+	if got, want := h.maxQueue, DefaultHashQueuePerSlot*runtime.GOMAXPROCS(0); got != want {
+		t.Errorf("default queue bound = %d, want %d", got, want)
 	}
 	enc := mustHash(t, h, "a real password")
 	if !strings.HasPrefix(enc, "$argon2id$v=19$m=19456,t=2,p=1$") {
@@ -232,7 +236,7 @@ func TestSemaphoreBlocksWhenFull(t *testing.T) {
 func TestSemaphoreBoundsConcurrency(t *testing.T) {
 	t.Parallel()
 	const limit, workers = 2, 16
-	h := NewHasher(HashParams{Memory: 256, Iterations: 2, Parallelism: 1, SaltLen: 16, KeyLen: 32}, limit)
+	h := NewHasher(HashParams{Memory: 256, Iterations: 2, Parallelism: 1, SaltLen: 16, KeyLen: 32}, limit, WithHashQueue(-1))
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -247,6 +251,186 @@ func TestSemaphoreBoundsConcurrency(t *testing.T) {
 	}
 	if a := h.active.Load(); a != 0 {
 		t.Errorf("active after all done = %d, want 0", a)
+	}
+}
+
+// mustQueue waits until n callers wait for a slot of h, polling: the
+// goroutines that queue have no other signal to give.
+func mustQueue(t *testing.T, h *Hasher, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.queued() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("queued = %d, want %d", h.queued(), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// Waiters are admitted in the order they arrived, and one that gives up in
+// the middle leaves without costing anyone behind it their place or a slot.
+func TestHashQueueFIFO(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(fastParams, 1, WithHashQueue(8))
+	hold, err := h.Occupy(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	var mu sync.Mutex
+	var order []int
+	errs := make([]error, n)
+	cancels := make([]context.CancelFunc, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		wg.Go(func() {
+			release, err := h.Occupy(ctx)
+			if errs[i] = err; err != nil {
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			release()
+		})
+		mustQueue(t, h, i+1) // i is queued before i+1 arrives
+	}
+	cancels[2]()
+	mustQueue(t, h, n-1)
+	hold()
+	wg.Wait()
+	for _, c := range cancels {
+		c()
+	}
+	if !errors.Is(errs[2], context.Canceled) {
+		t.Errorf("cancelled waiter: %v, want context.Canceled", errs[2])
+	}
+	for i, err := range errs {
+		if i != 2 && err != nil {
+			t.Errorf("waiter %d: %v", i, err)
+		}
+	}
+	if want := []int{0, 1, 3, 4, 5}; !slices.Equal(order, want) {
+		t.Errorf("admitted in order %v, want %v", order, want)
+	}
+	h.mu.Lock()
+	free := h.free
+	h.mu.Unlock()
+	if free != 1 || h.active.Load() != 0 {
+		t.Errorf("after all: free %d active %d, want 1 and 0", free, h.active.Load())
+	}
+}
+
+// With the queue full the next caller is refused at once, with a Retry-After
+// of the measured hash time × queued / slots; the queued ones still run.
+func TestHashQueueBound(t *testing.T) {
+	t.Parallel()
+	const slots, bound = 2, 3
+	h := NewHasher(fastParams, slots, WithHashQueue(bound))
+	enc := mustHash(t, h, "pw")
+	var holds []func()
+	for range slots {
+		release, err := h.Occupy(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		holds = append(holds, release)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, bound)
+	for i := range bound {
+		wg.Go(func() {
+			_, err := h.Verify(context.Background(), enc, "pw")
+			errs <- err
+		})
+		mustQueue(t, h, i+1)
+	}
+	h.mu.Lock()
+	h.ewma = 3 // seconds per hash, so the estimate is 3 × 3 / 2 = 4.5 s
+	h.mu.Unlock()
+
+	for _, call := range []func(ctx context.Context) error{
+		func(ctx context.Context) error { _, err := h.Hash(ctx, "pw"); return err },
+		func(ctx context.Context) error { _, err := h.Verify(ctx, enc, "pw"); return err },
+		func(ctx context.Context) error { return h.VerifyDummy(ctx, "pw") },
+	} {
+		// No deadline: a refusal that waited would hang the test instead.
+		err := call(context.Background())
+		var busy *HashBusyError
+		if !errors.As(err, &busy) || !errors.Is(err, ErrHashBusy) {
+			t.Fatalf("call beyond the bound = %v, want a *HashBusyError", err)
+		}
+		if busy.RetryAfter != 4500*time.Millisecond || busy.RetryAfterSeconds() != 5 {
+			t.Errorf("RetryAfter = %v (%d s), want 4.5s (5 s)", busy.RetryAfter, busy.RetryAfterSeconds())
+		}
+		if busy.Status() != 503 || busy.Code() != "overloaded" {
+			t.Errorf("HTTP face = %d %s, want 503 overloaded", busy.Status(), busy.Code())
+		}
+	}
+	if got := h.shedCount(); got != 3 {
+		t.Errorf("shed = %d, want 3", got)
+	}
+	mustQueue(t, h, bound) // the refused never joined the queue
+
+	for _, release := range holds {
+		release()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("queued Verify: %v", err)
+		}
+	}
+	// Room again: served at once.
+	if _, err := h.Hash(context.Background(), "pw"); err != nil {
+		t.Errorf("Hash after the queue drained: %v", err)
+	}
+}
+
+// The estimate is whole seconds, at least 1, and a queue of 0 refuses
+// everyone who finds the slots taken.
+func TestHashQueueZero(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(fastParams, 1, WithHashQueue(0))
+	release, err := h.Occupy(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Hash(context.Background(), "pw")
+	var busy *HashBusyError
+	if !errors.As(err, &busy) || busy.RetryAfterSeconds() != 1 {
+		t.Fatalf("Hash with the only slot taken and no queue = %v, want busy with Retry-After 1 s", err)
+	}
+	release()
+	release() // idempotent: the slot is not freed twice
+	if _, err := h.Hash(context.Background(), "pw"); err != nil {
+		t.Fatalf("Hash after release: %v", err)
+	}
+	h.mu.Lock()
+	free := h.free
+	h.mu.Unlock()
+	if free != 1 {
+		t.Errorf("free slots = %d, want 1", free)
+	}
+}
+
+// The per-hash estimate follows real hashes: it starts at the dummy hash's
+// time and moves toward what hashes take.
+func TestHashEstimateFollowsHashes(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(fastParams, 1)
+	h.mu.Lock()
+	h.ewma = 100 // far above any real hash of fastParams
+	h.mu.Unlock()
+	mustHash(t, h, "pw")
+	h.mu.Lock()
+	got := h.ewma
+	h.mu.Unlock()
+	if got >= 100-ewmaWeight*99 || got <= 0 {
+		t.Errorf("estimate after one fast hash = %v s, want below %v", got, 100-ewmaWeight*99)
 	}
 }
 
@@ -427,6 +611,21 @@ func TestNormalizeEmail(t *testing.T) {
 	} {
 		if got := NormalizeEmail(in); got != want {
 			t.Errorf("NormalizeEmail(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// BenchmarkVerifyDefault is the per-hash time of the production parameters
+// on one goroutine: the unit of the hashing queue's wait.
+func BenchmarkVerifyDefault(b *testing.B) {
+	h := NewHasher(DefaultHashParams(), 1)
+	enc, err := h.Hash(context.Background(), "correct horse battery")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := h.Verify(context.Background(), enc, "correct horse battery"); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
