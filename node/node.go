@@ -123,6 +123,10 @@ type Config struct {
 	Tuning raftstore.Tuning
 	// HashParams overrides argon2id parameters (tests use cheap ones).
 	HashParams *auth.HashParams
+	// HashQueue bounds the callers waiting for a password-hashing slot
+	// (--hash-queue): 0 is auth.DefaultHashQueuePerSlot per slot, < 0
+	// unbounded. Beyond it a caller is answered 503 overloaded at once.
+	HashQueue int
 	Clock      auth.Clock
 }
 
@@ -266,9 +270,17 @@ func Start(cfg Config) (*Node, error) {
 		_ = raftLn.Close()
 		return nil, err
 	}
-	hasher := auth.NewHasher(auth.DefaultHashParams(), 0)
+	hashParams, hashOpts := auth.DefaultHashParams(), []auth.HasherOption(nil)
 	if cfg.HashParams != nil {
-		hasher = auth.NewHasher(*cfg.HashParams, 0)
+		hashParams = *cfg.HashParams
+	}
+	if cfg.HashQueue != 0 {
+		hashOpts = append(hashOpts, auth.WithHashQueue(max(cfg.HashQueue, -1)))
+	}
+	hasher := auth.NewHasher(hashParams, 0, hashOpts...)
+	if err := hasher.RegisterMetrics(reg); err != nil {
+		n.abort()
+		return nil, err
 	}
 	hostPolicy, err := auth.NewHostPolicy(cfg.AllowPrivateHosts)
 	if err != nil {

@@ -185,6 +185,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.FCMEndpoint, "fcm-endpoint", "", "an FCM-compatible endpoint for push (e.g. http://127.0.0.1:9099/v1 for a local stand-in); empty is Google's FCM")
 	fs.StringVar(&trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client")
 	fs.StringVar(&corsOrigins, "cors-origins", "", "comma-separated browser origins (e.g. https://app.example.com) allowed for every project, besides each project's own list (PUT /api/origins)")
+	fs.IntVar(&cfg.HashQueue, "hash-queue", 0, "password checks (logins, registrations) that may wait for a hashing slot; beyond them one is answered 503 overloaded with Retry-After (0: 2 per CPU; -1: no bound)")
 	fs.IntVar(&cfg.QueryScanLimit, "query-scan-limit", raftstore.DefaultQueryScanLimit, "documents a query may examine without an index that serves it before it is refused with index_required (declare indexes with PUT /api/db/indexes)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Accounts: email, OAuth, audit.
