@@ -17,7 +17,7 @@ import (
 )
 
 // conn is one WebSocket client. Three kinds of goroutine touch it: the
-// reader (the HTTP handler's), the writer, and short-lived workers for
+// reader (its own, Server.readConn), the writer, and short-lived workers for
 // subscribing and re-checking access. Outgoing messages go through one
 // bounded queue drained by the writer; the hub never blocks on it.
 type conn struct {
@@ -29,9 +29,10 @@ type conn struct {
 	pid   string
 	uid   string
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	out    *outQueue
+	ctx     context.Context
+	cancel  context.CancelFunc
+	out     *outQueue
+	watches []string // the system documents it watches (Server.open)
 
 	mu        sync.Mutex
 	principal *auth.Principal
@@ -328,45 +329,62 @@ func (c *conn) flushAndClose() {
 			return
 		}
 	}
-	// Close sends the code and waits (bounded by the library) for the peer's.
+	// Close sends the code and waits (bounded by the library) for the
+	// peer's, reading through the connection's reader: the reader goroutine
+	// must not look at it meanwhile (waitReadable).
+	unlock := c.cork.lockRead()
 	_ = c.ws.Close(websocket.StatusCode(c.closeCode), c.closeReason)
+	unlock()
 }
 
-// readLoop handles client messages until the connection ends.
-func (c *conn) readLoop() {
-	for {
-		// Not c.ctx: a kill must not tear the socket down under the close
-		// handshake; the writer's Close ends this Read.
-		typ, b, err := c.ws.Read(context.Background())
-		if err != nil {
-			c.kill(int(websocket.StatusNormalClosure), "")
-			return
-		}
-		if typ != websocket.MessageText {
-			c.kill(int(websocket.StatusPolicyViolation), "text JSON messages only")
-			return
-		}
-		var m clientMsg
-		if err := json.Unmarshal(b, &m); err != nil {
-			c.sendError("", "invalid_json", "a message is not a JSON object")
-			c.kill(int(websocket.StatusPolicyViolation), "invalid JSON")
-			return
-		}
-		switch m.Op {
-		case "subscribe":
-			c.subscribe(m)
-		case "unsubscribe":
-			c.unsubscribe(m.ID, true)
-		case "ping":
-			c.enqueue([]byte(`{"op":"pong"}`))
-		case "auth":
-			c.sendError("", "invalid_argument", "already authenticated")
-		default:
-			c.sendError("", "unknown_op", fmt.Sprintf("unknown op %q", m.Op))
-			c.kill(int(websocket.StatusPolicyViolation), "unknown op")
-			return
-		}
+// readOne waits for the next client message and handles it; false when the
+// connection ended. It waits in waitReadable, a shallow frame, and only
+// then enters the library's deep Read (see Server.readConn).
+func (c *conn) readOne() bool {
+	if err := c.cork.waitReadable(); err != nil {
+		c.kill(int(websocket.StatusNormalClosure), "")
+		return false
 	}
+	// Not c.ctx: a kill must not tear the socket down under the close
+	// handshake; the writer's Close ends this Read.
+	typ, b, err := c.ws.Read(context.Background())
+	if errors.Is(err, errControlOnly) {
+		return true // a pong (or ping) was all the client sent: handled
+	}
+	if err != nil {
+		c.kill(int(websocket.StatusNormalClosure), "")
+		return false
+	}
+	return c.handle(typ, b)
+}
+
+// handle handles one client message and reports whether to read on.
+func (c *conn) handle(typ websocket.MessageType, b []byte) bool {
+	if typ != websocket.MessageText {
+		c.kill(int(websocket.StatusPolicyViolation), "text JSON messages only")
+		return false
+	}
+	var m clientMsg
+	if err := json.Unmarshal(b, &m); err != nil {
+		c.sendError("", "invalid_json", "a message is not a JSON object")
+		c.kill(int(websocket.StatusPolicyViolation), "invalid JSON")
+		return false
+	}
+	switch m.Op {
+	case "subscribe":
+		c.subscribe(m)
+	case "unsubscribe":
+		c.unsubscribe(m.ID, true)
+	case "ping":
+		c.enqueue([]byte(`{"op":"pong"}`))
+	case "auth":
+		c.sendError("", "invalid_argument", "already authenticated")
+	default:
+		c.sendError("", "unknown_op", fmt.Sprintf("unknown op %q", m.Op))
+		c.kill(int(websocket.StatusPolicyViolation), "unknown op")
+		return false
+	}
+	return true
 }
 
 const maxIDLen = 64

@@ -3,11 +3,13 @@ package realtime
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -32,8 +34,28 @@ type corkConn struct {
 	corked   bool
 	buf      *[]byte   // while corked
 	deadline time.Time // the connection's write deadline
-	head     []byte    // bytes the HTTP server read past the upgrade request
+
+	// readMu guards head and the library's reader br between the
+	// connection's reader, which looks at them before it parks, and a
+	// closing handshake, which reads through them in another goroutine.
+	readMu sync.Mutex
+	head   []byte        // bytes the HTTP server read past the upgrade request
+	br     *bufio.Reader // the library's reader of this connection
+	raw    syscall.RawConn
+	// controlLeft: the socket held one control frame and nothing else
+	// when the reader woke (waitReadable); Read passes on no more than its
+	// controlLeft bytes, then fails with errControlOnly, which ends the
+	// library's Read at that frame's end instead of leaving the reader
+	// parked in the library's deep frames. Only the goroutine holding the
+	// library's read lock touches it.
+	controlOnly bool
+	controlLeft int
 }
+
+// errControlOnly ends a library Read that has handled a lone control frame.
+// The library passes a failed read of the next frame's first byte on
+// without tearing anything down: nothing of that frame was consumed.
+var errControlOnly = errors.New("realtime: control frame handled")
 
 // corkBatchMax is where the writer uncorks within a long drain, to bound
 // the buffer.
@@ -46,7 +68,52 @@ func (c *corkConn) Read(p []byte) (int, error) {
 		c.head = c.head[n:]
 		return n, nil
 	}
+	if c.controlOnly {
+		if c.controlLeft == 0 {
+			c.controlOnly = false
+			return 0, errControlOnly
+		}
+		p = p[:min(len(p), c.controlLeft)]
+		n, err := c.Conn.Read(p)
+		c.controlLeft -= n
+		return n, err
+	}
 	return c.Conn.Read(p)
+}
+
+// waitReadable returns when the library's Read has something to read: bytes
+// it or the HTTP server buffered, or a socket that became readable (or
+// ended). It waits in a shallow frame (parkRead), so an idle connection's
+// reader goroutine holds a 2 KiB stack instead of the 8 KiB the library's
+// Read keeps parked under it. Sockets it cannot watch (TLS) return at once.
+func (c *corkConn) waitReadable() error {
+	if c.raw == nil {
+		return nil
+	}
+	c.readMu.Lock()
+	ready := len(c.head) > 0 || c.br.Buffered() > 0
+	c.readMu.Unlock()
+	if ready {
+		return nil
+	}
+	if err := parkRead(c.raw); err != nil {
+		return fmt.Errorf("wait for the client: %w", err)
+	}
+	// A ping's pong alone: let the library's Read handle it and come back
+	// (errControlOnly). Anything else goes to the library whole.
+	if n := peekControl(c.raw); n > 0 {
+		c.readMu.Lock()
+		c.controlOnly, c.controlLeft = true, n
+		c.readMu.Unlock()
+	}
+	return nil
+}
+
+// lockRead keeps waitReadable from looking at the reader while another
+// goroutine reads through it (the close handshake).
+func (c *corkConn) lockRead() func() {
+	c.readMu.Lock()
+	return c.readMu.Unlock
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
@@ -178,8 +245,10 @@ func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, fmt.Errorf("hijack: flush: %w", err)
 		}
 	}
+	c.br = bufio.NewReaderSize(c, connBufSize)
+	c.raw = rawReadable(nc)
 	w.conn = c
-	return c, bufio.NewReadWriter(bufio.NewReaderSize(c, connBufSize), bufio.NewWriterSize(c, connBufSize)), nil
+	return c, bufio.NewReadWriter(c.br, bufio.NewWriterSize(c, connBufSize)), nil
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.

@@ -266,20 +266,37 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	// connection's life, its deep stack and the request's buffers (some
 	// 10 KiB), which the hijack made useless. That is what an idle
 	// subscriber costs.
-	origin, host := r.Header.Get("Origin"), r.Host
-	go func() {
-		ctx, cancel := context.WithCancel(s.ctx)
-		defer cancel()
-		if p == nil {
-			var err error
-			p, token, err = s.authByMessage(ctx, ws, origin, host)
-			if err != nil {
-				return
-			}
-		}
-		s.run(ctx, ws, cw.conn, p, token)
-	}()
+	go s.serveConn(ws, cw.conn, p, token, r.Header.Get("Origin"), r.Host)
 	return nil
+}
+
+// serveConn sets up an upgraded connection, authenticating it by its first
+// message when the headers did not, and starts its reader.
+func (s *Server) serveConn(ws *websocket.Conn, cork *corkConn, p *auth.Principal, token, origin, host string) {
+	if c := s.open(ws, cork, p, token, origin, host); c != nil {
+		// A new goroutine, not this one: setting up (authentication,
+		// reads of the store) grew this one's stack to some 8 KiB, which
+		// the runtime gives back only by halves, one per GC. The reader
+		// starts at the minimum, 2 KiB, and an idle one stays there
+		// (readConn).
+		go s.readConn(c)
+	}
+}
+
+// readConn reads the connection's next message; then a new goroutine waits
+// for the one after it. Reading and handling a message (and the library's
+// Read, which stays in its deep frames until a message arrives) grow a
+// goroutine's stack to 4–8 KiB, which the runtime gives back only by halves,
+// one per GC; a new goroutine waits for the next message at the minimum,
+// 2 KiB, as parking in waitReadable needs no more. One goroutine start per
+// client message is cheap: clients send few (subscribe, unsubscribe, ping,
+// and pongs every PingInterval).
+func (s *Server) readConn(c *conn) {
+	if c.readOne() {
+		go s.readConn(c)
+		return
+	}
+	s.close(c)
 }
 
 func bearer(r *http.Request) string {
@@ -403,32 +420,36 @@ func (s *Server) originAllowed(o, host, pid string) bool {
 	return false
 }
 
-// run serves an authenticated connection until it ends.
-func (s *Server) run(ctx context.Context, ws *websocket.Conn, cork *corkConn, p *auth.Principal, token string) {
-	cctx, cancel := context.WithCancel(ctx)
+// open authenticates the connection by its first message if p is nil, and
+// registers it: nil when it ended meanwhile.
+func (s *Server) open(ws *websocket.Conn, cork *corkConn, p *auth.Principal, token, origin, host string) *conn {
+	cctx, cancel := context.WithCancel(s.ctx)
+	if p == nil {
+		var err error
+		p, token, err = s.authByMessage(cctx, ws, origin, host)
+		if err != nil {
+			cancel()
+			return nil
+		}
+	}
 	sh := s.hub.shards[s.next.Add(1)%uint64(len(s.hub.shards))]
 	c := &conn{srv: s, ws: ws, cork: cork, shard: sh, token: token, pid: p.ProjectID, uid: p.UserID, ctx: cctx, cancel: cancel,
 		principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
 	c.out = newOutQueue(s.cfg.QueueSize, func() { go c.writer() })
 	// Watched system documents: those whose change can end the session
 	// (access must be judged again), and the notification inbox.
-	watches := append(keys.SessionEnds(p.ProjectID, p.UserID, auth.HashToken(token)), keys.InboxDir(p.ProjectID, p.UserID))
+	c.watches = append(keys.SessionEnds(p.ProjectID, p.UserID, auth.HashToken(token)), keys.InboxDir(p.ProjectID, p.UserID))
 	if err := sh.do(cctx, func() {
-		for _, w := range watches {
+		for _, w := range c.watches {
 			add(sh.watch, w, c)
 		}
 	}); err != nil {
-		return
+		cancel()
+		return nil
 	}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		c.release(watches)
-	}()
 	// The session may have ended between authentication and the watch
 	// registration: judge it once more now that changes reach us.
 	c.recheck()
@@ -437,7 +458,16 @@ func (s *Server) run(ctx context.Context, ws *websocket.Conn, cork *corkConn, p 
 	}
 	c.enqueue(encode(readyMsg{Op: "ready", UserID: p.UserID, Revision: s.store.AppliedIndex()}))
 	c.schedulePing()
-	c.readLoop()
+	return c
+}
+
+// close forgets an ended connection.
+func (s *Server) close(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.release(c.watches)
+	c.cancel()
 }
 
 // credentialParam reports whether a query parameter name looks like a
