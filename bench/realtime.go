@@ -115,6 +115,10 @@ type rtResult struct {
 	NodeRSSIdleMiB        float64 `json:"nodeRssIdleMiB,omitempty"`
 	NodeKiBPerConnection  float64 `json:"nodeKiBPerConnection,omitempty"`
 	BenchKiBPerConnection float64 `json:"benchKiBPerConnection,omitempty"`
+	// The Go runtime's share of it, from the node's /metrics at the same
+	// two moments: heap in use and goroutine stacks in use, per connection.
+	NodeHeapKiBPerConnection  float64 `json:"nodeHeapKiBPerConnection,omitempty"`
+	NodeStackKiBPerConnection float64 `json:"nodeStackKiBPerConnection,omitempty"`
 	// File descriptor limits (soft RLIMIT_NOFILE) of the bench and that node.
 	BenchFDLimit int64 `json:"benchFdLimit,omitempty"`
 	NodeFDLimit  int64 `json:"nodeFdLimit,omitempty"`
@@ -206,6 +210,7 @@ func startRealtime(ctx context.Context, e *env, s *scenario, logf func(string, .
 		rss0, _ = currentRSS(pid)
 	}
 	bench0, _ := currentRSS(0)
+	mem0, mem0Err := nodeGoMemory(ctx, e.hc, node.url)
 
 	// One client and transport for every upgrade request: each upgraded
 	// connection leaves the transport's pool, so nothing is shared after.
@@ -242,6 +247,12 @@ func startRealtime(ctx context.Context, e *env, s *scenario, logf func(string, .
 			rs.res.NodeKiBPerConnection = round(float64(rss1-rss0)/1024/float64(n), 1)
 		}
 	}
+	if mem1, err := nodeGoMemory(ctx, e.hc, node.url); err == nil && mem0Err == nil {
+		rs.res.NodeHeapKiBPerConnection = round(float64(mem1.heapInuse-mem0.heapInuse)/1024/float64(n), 1)
+		rs.res.NodeStackKiBPerConnection = round(float64(mem1.stackInuse-mem0.stackInuse)/1024/float64(n), 1)
+	} else {
+		rs.notes = append(rs.notes, fmt.Sprintf("node heap per connection unknown: %v", errors.Join(mem0Err, err)))
+	}
 	if bench1, err := currentRSS(0); err == nil && bench0 > 0 && !rtBenchUsed {
 		// Only the first subscribers of the process: later ones reuse
 		// memory the earlier ones freed.
@@ -252,9 +263,60 @@ func startRealtime(ctx context.Context, e *env, s *scenario, logf func(string, .
 		rs.notes = append(rs.notes, fmt.Sprintf("node KiB/conn may understate: %s served scenarios before this one, and the Go runtime keeps memory they freed for reuse; run this scenario first on its cluster for that figure", node.id))
 	}
 	e.used[node] = true
-	logf("bench: %s: %d subscribers of %s on %s in %.1fs; node RSS %.0f -> %.0f MiB (%.1f KiB per connection)",
-		s.Name, n, rs.prefix, node.id, rs.res.ConnectSeconds, rs.res.NodeRSSBeforeMiB, rs.res.NodeRSSIdleMiB, rs.res.NodeKiBPerConnection)
+	logf("bench: %s: %d subscribers of %s on %s in %.1fs; node RSS %.0f -> %.0f MiB (%.1f KiB per connection; Go heap %.1f, stacks %.1f KiB)",
+		s.Name, n, rs.prefix, node.id, rs.res.ConnectSeconds, rs.res.NodeRSSBeforeMiB, rs.res.NodeRSSIdleMiB, rs.res.NodeKiBPerConnection,
+		rs.res.NodeHeapKiBPerConnection, rs.res.NodeStackKiBPerConnection)
 	return rs, nil
+}
+
+// goMemory is what a node's /metrics says of its Go runtime's memory.
+type goMemory struct{ heapInuse, stackInuse float64 }
+
+// nodeGoMemory reads the heap and stack bytes in use from a node's /metrics
+// (Prometheus text format).
+func nodeGoMemory(ctx context.Context, hc *http.Client, base string) (goMemory, error) {
+	var m goMemory
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return m, fmt.Errorf("metrics request: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return m, fmt.Errorf("GET %s/metrics: %w", base, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("GET %s/metrics: %s", base, resp.Status)
+	}
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		var dst *float64
+		switch name {
+		case "edgebase_go_memstats_heap_inuse_bytes":
+			dst = &m.heapInuse
+		case "edgebase_go_memstats_stack_inuse_bytes":
+			dst = &m.stackInuse
+		}
+		if !ok || dst == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			return m, fmt.Errorf("%s/metrics: %s: %w", base, name, err)
+		}
+		*dst = v
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return m, fmt.Errorf("read %s/metrics: %w", base, err)
+	}
+	if found != 2 {
+		return m, fmt.Errorf("%s/metrics: no Go heap and stack gauges", base)
+	}
+	return m, nil
 }
 
 // rtBenchUsed: this process has held subscribers before.
@@ -872,14 +934,18 @@ func printRealtimeTable(w io.Writer, rep *report) {
 			rss = fmt.Sprintf("%.0f -> %.0f", x.NodeRSSBeforeMiB, x.NodeRSSIdleMiB)
 			per = fmt.Sprintf("%.1f", x.NodeKiBPerConnection)
 		}
+		goPer := "-"
+		if x.NodeHeapKiBPerConnection != 0 || x.NodeStackKiBPerConnection != 0 {
+			goPer = fmt.Sprintf("%.1f / %.1f", x.NodeHeapKiBPerConnection, x.NodeStackKiBPerConnection)
+		}
 		benchPer := "-"
 		if x.BenchKiBPerConnection != 0 {
 			benchPer = fmt.Sprintf("%.1f", x.BenchKiBPerConnection)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%.0f\t%s\t%s\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%.0f\t%s\t%s\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t\n",
 			r.ClusterSize, r.Scenario, x.Subscribers, x.Node, rate, x.Writes, x.WritesPerSec, fmtMs(x.WriteP50Ms), fmtMs(x.WriteP99Ms),
 			x.Deliveries, x.DeliveriesPerSec, x.Missed, x.Duplicates, x.WrongRevision, x.OutOfOrder, cuts,
-			x.ConnectSeconds, rss, per, benchPer)
+			x.ConnectSeconds, rss, per, goPer, benchPer)
 	}
 	_ = tw.Flush()
 }
