@@ -27,7 +27,7 @@ run:
 ## instrumented)
 test: test-bins $(STATICCHECK)
 	$(GO) vet ./... && $(STATICCHECK) ./... && \
-	EDGEBASE_TEST_BIN_DIR=$(TEST_BIN_DIR) $(GO) test -race -count=1 ./... && \
+	EDGEBASE_TEST_BIN_DIR=$(TEST_BIN_DIR) $(GO) test -race -count=1 -timeout 20m ./... && \
 	$(GO) test -count=1 -run '^TestPushFanOut100k$$' -v ./node
 
 ## test-js: the JavaScript SDK's tests alone (clients/js: node --test against a
