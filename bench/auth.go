@@ -151,19 +151,29 @@ func registerAccounts(ctx context.Context, e *env) error {
 					return
 				}
 				var err error
-				for attempt := 0; attempt < 3 && ctx.Err() == nil; attempt++ {
-					if attempt > 0 {
-						select {
-						case <-ctx.Done():
-						case <-time.After(time.Second):
-						}
-					}
+				retried := false
+				for attempt, shed := 0, 0; attempt < 3 && ctx.Err() == nil; {
 					err = e.register(ctx, e.c.leader, accs[i], "bench user "+strconv.Itoa(i))
 					var oe *opError
-					if err == nil || (attempt > 0 && errors.As(err, &oe) && oe.status == http.StatusConflict) {
+					isOp := errors.As(err, &oe)
+					if err == nil || (retried && isOp && oe.status == http.StatusConflict) {
 						// 409 on a retry: the earlier attempt (its answer lost) did register it.
 						err = nil
 						break
+					}
+					wait := time.Second
+					if isOp && oe.shed && shed < 100 {
+						// The node's hashing queue was full: nothing was
+						// stored; wait as told without spending an attempt.
+						shed++
+						wait = max(oe.retryAfter, wait)
+					} else {
+						attempt++
+					}
+					retried = true
+					select {
+					case <-ctx.Done():
+					case <-time.After(wait):
 					}
 				}
 				if err != nil {

@@ -151,7 +151,7 @@ var scenarios = []scenario{
 	},
 	{
 		Name:       "A1",
-		What:       "login throughput: --clients clients log in (correct password) as one of --accounts accounts, round-robin over all nodes",
+		What:       "login throughput: --clients clients log in (correct password) as one of --accounts accounts, round-robin over all nodes; a 503 + Retry-After (the node's hashing queue full) counts as shed and its client waits the Retry-After",
 		Clients:    func(o *options) int { return o.clients },
 		DefaultOps: 300,
 		Target:     func(e *env) string { return e.nodeNames() },
@@ -159,6 +159,7 @@ var scenarios = []scenario{
 		Op: func(ctx context.Context, e *env, c, i int) error {
 			return e.login(ctx, e.node(c), e.account(i))
 		},
+		ExpectShed: true,
 	},
 	{
 		Name:       "A2",
