@@ -222,8 +222,9 @@ type corkWriter struct {
 }
 
 // connBufSize is the size of the connection's read and write buffers; a
-// larger message goes around them.
-const connBufSize = 512
+// larger message goes around them. Clients send small messages (subscribe,
+// unsubscribe, ping); the writer's frames are corked anyway.
+const connBufSize = 256
 
 func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
