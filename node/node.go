@@ -127,7 +127,7 @@ type Config struct {
 	// (--hash-queue): 0 is auth.DefaultHashQueuePerSlot per slot, < 0
 	// unbounded. Beyond it a caller is answered 503 overloaded at once.
 	HashQueue int
-	Clock      auth.Clock
+	Clock     auth.Clock
 }
 
 // Node is a running node.
