@@ -535,7 +535,13 @@ type etcdWatchers struct {
 }
 
 type etcdWatcher struct {
-	w     *etcdWatch
+	w *etcdWatch
+	rtTally
+}
+
+// rtTally is one S1 stream's deliveries (an etcd watch or a PocketBase SSE
+// stream): its consumer records them, the run reads them under mu.
+type rtTally struct {
 	ended chan struct{}
 
 	mu    sync.Mutex
@@ -547,6 +553,34 @@ type etcdWatcher struct {
 	lat   []time.Duration
 	last  time.Duration
 	err   error // why the stream ended
+}
+
+// fail records why the stream ended.
+func (x *rtTally) fail(err error) {
+	x.mu.Lock()
+	x.err = err
+	x.mu.Unlock()
+}
+
+// record counts write seq of run, sent at sent and received at now (both
+// since base; ok false for an event that does not parse): a delivery,
+// a duplicate or a stray. It reports whether it was a delivery.
+func (x *rtTally) record(run, seq int, sent, now time.Duration, ok bool) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch {
+	case !ok || run != x.run || seq < 0 || seq >= len(x.got):
+		x.stray++
+	case x.got[seq]:
+		x.dups++
+	default:
+		x.got[seq] = true
+		x.n++
+		x.lat = append(x.lat, now-sent)
+		x.last = now
+		return true
+	}
+	return false
 }
 
 func startEtcdWatchers(ctx context.Context, ee *etcdEnv, logf func(string, ...any)) (*etcdWatchers, error) {
@@ -568,7 +602,7 @@ func startEtcdWatchers(ctx context.Context, ee *etcdEnv, logf func(string, ...an
 		if err != nil {
 			return fmt.Errorf("watcher %d of %d on %s: %w", i+1, n, node.id, err)
 		}
-		x := &etcdWatcher{w: w, ended: make(chan struct{})}
+		x := &etcdWatcher{w: w, rtTally: rtTally{ended: make(chan struct{})}}
 		ws.ws[i] = x
 		go x.consume(ws)
 		return nil
@@ -588,33 +622,20 @@ func (x *etcdWatcher) consume(ws *etcdWatchers) {
 	for {
 		m, err := x.w.next()
 		if err != nil {
-			x.mu.Lock()
-			x.err = err
-			x.mu.Unlock()
+			x.fail(err)
 			return
 		}
 		now := time.Since(ws.base)
 		for _, ev := range m.Result.Events {
 			run, seq, sent, ok := parseRTData(ev.KV.Value)
-			x.mu.Lock()
-			switch {
-			case !ok || run != x.run || seq < 0 || seq >= len(x.got):
-				x.stray++
-			case x.got[seq]:
-				x.dups++
-			default:
-				x.got[seq] = true
-				x.n++
-				x.lat = append(x.lat, now-sent)
-				x.last = now
+			if x.record(run, seq, sent, now, ok) {
 				ws.delivered.Add(1)
 			}
-			x.mu.Unlock()
 		}
 	}
 }
 
-func (x *etcdWatcher) isEnded() bool {
+func (x *rtTally) isEnded() bool {
 	select {
 	case <-x.ended:
 		return true
@@ -645,14 +666,31 @@ func (ws *etcdWatchers) run(ctx context.Context, ops int) (runResult, *histogram
 	ee, o := ws.ee, ws.ee.o
 	ws.runID++
 	id := ws.runID
-	for _, x := range ws.ws {
+	subs := make([]*rtTally, len(ws.ws))
+	for k, x := range ws.ws {
+		subs[k] = &x.rtTally
+	}
+	return rtPacedRun(ctx, o, ws.base, &ws.delivered, subs, id, ops, "etcd", "etcd watch stream", func(wctx context.Context, i int) error {
+		key := ws.prefix + "m" + strconv.Itoa(id) + "-" + strconv.Itoa(i)
+		_, err := etcdPut(wctx, ee.hc, o.reqTimeout, ee.c.leader.url, key, b64.AppendEncode(nil, ws.value(id, i)))
+		return err
+	})
+}
+
+// rtPacedRun is one S1 run of id over subs: ops writes paced at --rate
+// (write(wctx, i) makes write i of the run, at most rtInFlight at a time),
+// then the wait until every stream has every successful one (or rtStall
+// without progress, or --run-timeout). Ops are deliveries, as in ours;
+// system and stream name the error kinds.
+func rtPacedRun(ctx context.Context, o *options, base time.Time, delivered *atomic.Int64, subs []*rtTally, id, ops int, system, stream string, write func(wctx context.Context, i int) error) (runResult, *histogram, map[string]int, map[string]int) {
+	for _, x := range subs {
 		x.mu.Lock()
 		x.run, x.n, x.dups, x.stray, x.last = id, 0, 0, 0, 0
 		x.got = make([]bool, ops)
 		x.lat = x.lat[:0]
 		x.mu.Unlock()
 	}
-	ws.delivered.Store(0)
+	delivered.Store(0)
 	kinds := map[string]int{}
 	ok := make([]bool, ops)
 	var mu sync.Mutex
@@ -660,7 +698,7 @@ func (ws *etcdWatchers) run(ctx context.Context, ops int) (runResult, *histogram
 	wctx, cancel := context.WithTimeout(ctx, o.runTimeout)
 	defer cancel()
 	start := time.Now()
-	startOff := time.Since(ws.base)
+	startOff := time.Since(base)
 	interval := time.Duration(float64(time.Second) / o.rate)
 	sem := make(chan struct{}, rtInFlight)
 	var wg sync.WaitGroup
@@ -676,8 +714,7 @@ schedule:
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			key := ws.prefix + "m" + strconv.Itoa(id) + "-" + strconv.Itoa(i)
-			_, err := etcdPut(wctx, ee.hc, o.reqTimeout, ee.c.leader.url, key, b64.AppendEncode(nil, ws.value(id, i)))
+			err := write(wctx, i)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -699,28 +736,11 @@ schedule:
 			writes++
 		}
 	}
-	expected := int64(writes) * int64(len(ws.ws))
-	deadline := time.Now().Add(o.runTimeout)
-	last, lastChange := int64(-1), time.Now()
-	drained := false
-	for ctx.Err() == nil {
-		d := ws.delivered.Load()
-		if d >= expected {
-			drained = true
-			break
-		}
-		if d != last {
-			last, lastChange = d, time.Now()
-		}
-		if time.Since(lastChange) > rtStall || time.Now().After(deadline) {
-			break
-		}
-		sleepCtx(ctx, 10*time.Millisecond)
-	}
+	drained := waitDelivered(ctx, delivered, int64(writes)*int64(len(subs)), o.runTimeout)
 	var all histogram
 	var lastRecv time.Duration
 	var deliveries, missed, dups, lost int
-	for _, x := range ws.ws {
+	for _, x := range subs {
 		x.mu.Lock()
 		for i, b := range ok {
 			if b && !x.got[i] {
@@ -737,7 +757,7 @@ schedule:
 		}
 	}
 	for k, v := range map[string]int{
-		"etcd delivery missed": missed, "etcd delivery duplicated": dups, "etcd watch stream ended": lost,
+		system + " delivery missed": missed, system + " delivery duplicated": dups, stream + " ended": lost,
 	} {
 		if v > 0 {
 			kinds[k] += v
@@ -753,6 +773,27 @@ schedule:
 		TimedOut: writerCut || (!drained && ctx.Err() == nil),
 		Writes:   writes, WritesPerSec: round(throughput(writes, writeWall), 1),
 	}, &all, kinds, nil
+}
+
+// waitDelivered waits until delivered reaches expected (true), or until
+// it has not moved for rtStall, timeout has passed or ctx is done (false).
+func waitDelivered(ctx context.Context, delivered *atomic.Int64, expected int64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	last, lastChange := int64(-1), time.Now()
+	for ctx.Err() == nil {
+		d := delivered.Load()
+		if d >= expected {
+			return true
+		}
+		if d != last {
+			last, lastChange = d, time.Now()
+		}
+		if time.Since(lastChange) > rtStall || time.Now().After(deadline) {
+			break
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+	}
+	return false
 }
 
 func (ws *etcdWatchers) close() {

@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -49,17 +48,7 @@ type pbRealtime struct {
 type pbSubscriber struct {
 	body   io.ReadCloser
 	cancel context.CancelFunc
-	ended  chan struct{}
-
-	mu    sync.Mutex
-	run   int
-	got   []bool
-	n     int
-	dups  int
-	stray int
-	lat   []time.Duration
-	last  time.Duration
-	err   error // why the stream ended
+	rtTally
 }
 
 func startPBRealtime(ctx context.Context, pe *pbEnv, logf func(string, ...any)) (*pbRealtime, error) {
@@ -136,7 +125,7 @@ func (rt *pbRealtime) connect(ctx context.Context) (*pbSubscriber, error) {
 		_ = resp.Body.Close()
 		return fail(errors.New("connect timed out"))
 	}
-	x := &pbSubscriber{body: resp.Body, cancel: cancel, ended: make(chan struct{})}
+	x := &pbSubscriber{body: resp.Body, cancel: cancel, rtTally: rtTally{ended: make(chan struct{})}}
 	go x.consume(rt, r)
 	return x, nil
 }
@@ -176,9 +165,7 @@ func (x *pbSubscriber) consume(rt *pbRealtime, r *sseReader) {
 	for {
 		ev, err := r.next()
 		if err != nil {
-			x.mu.Lock()
-			x.err = err
-			x.mu.Unlock()
+			x.fail(err)
 			return
 		}
 		if ev.Event != pbNotes {
@@ -186,29 +173,9 @@ func (x *pbSubscriber) consume(rt *pbRealtime, r *sseReader) {
 		}
 		now := time.Since(rt.base)
 		run, seq, sent, ok := pbRecordEvent(ev.Data)
-		x.mu.Lock()
-		switch {
-		case !ok || run != x.run || seq < 0 || seq >= len(x.got):
-			x.stray++
-		case x.got[seq]:
-			x.dups++
-		default:
-			x.got[seq] = true
-			x.n++
-			x.lat = append(x.lat, now-sent)
-			x.last = now
+		if x.record(run, seq, sent, now, ok) {
 			rt.delivered.Add(1)
 		}
-		x.mu.Unlock()
-	}
-}
-
-func (x *pbSubscriber) isEnded() bool {
-	select {
-	case <-x.ended:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -232,116 +199,17 @@ func (rt *pbRealtime) body(run, seq int) []byte {
 // subscriber has every successful one (or rtStall without progress, or
 // --run-timeout). Ops are deliveries, as in ours.
 func (rt *pbRealtime) run(ctx context.Context, ops int) (runResult, *histogram, map[string]int, map[string]int) {
-	pe, o := rt.pe, rt.pe.o
+	pe := rt.pe
 	rt.runID++
 	id := rt.runID
-	for _, x := range rt.subs {
-		x.mu.Lock()
-		x.run, x.n, x.dups, x.stray, x.last = id, 0, 0, 0, 0
-		x.got = make([]bool, ops)
-		x.lat = x.lat[:0]
-		x.mu.Unlock()
+	subs := make([]*rtTally, len(rt.subs))
+	for k, x := range rt.subs {
+		subs[k] = &x.rtTally
 	}
-	rt.delivered.Store(0)
-	kinds := map[string]int{}
-	ok := make([]bool, ops)
-	var mu sync.Mutex
-	var writeErrs int
-	wctx, cancel := context.WithTimeout(ctx, o.runTimeout)
-	defer cancel()
-	start := time.Now()
-	startOff := time.Since(rt.base)
-	interval := time.Duration(float64(time.Second) / o.rate)
-	sem := make(chan struct{}, rtInFlight)
-	var wg sync.WaitGroup
-schedule:
-	for i := 0; i < ops; i++ {
-		sleepCtx(wctx, time.Until(start.Add(time.Duration(i)*interval)))
-		select {
-		case sem <- struct{}{}:
-		case <-wctx.Done():
-			break schedule
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			_, err := pe.createNote(wctx, rt.body(id, i))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				ok[i] = true
-			case wctx.Err() != nil:
-			default:
-				writeErrs++
-				kinds[err.Error()]++
-			}
-		}()
-	}
-	wg.Wait()
-	writeWall := time.Since(start)
-	writerCut := wctx.Err() != nil && ctx.Err() == nil
-	writes := 0
-	for _, b := range ok {
-		if b {
-			writes++
-		}
-	}
-	expected := int64(writes) * int64(len(rt.subs))
-	deadline := time.Now().Add(o.runTimeout)
-	last, lastChange := int64(-1), time.Now()
-	drained := false
-	for ctx.Err() == nil {
-		d := rt.delivered.Load()
-		if d >= expected {
-			drained = true
-			break
-		}
-		if d != last {
-			last, lastChange = d, time.Now()
-		}
-		if time.Since(lastChange) > rtStall || time.Now().After(deadline) {
-			break
-		}
-		sleepCtx(ctx, 10*time.Millisecond)
-	}
-	var all histogram
-	var lastRecv time.Duration
-	var deliveries, missed, dups, lost int
-	for _, x := range rt.subs {
-		x.mu.Lock()
-		for i, b := range ok {
-			if b && !x.got[i] {
-				missed++
-			}
-		}
-		deliveries += x.n
-		dups += x.dups
-		all.samples = append(all.samples, x.lat...)
-		lastRecv = max(lastRecv, x.last)
-		x.mu.Unlock()
-		if x.isEnded() {
-			lost++
-		}
-	}
-	for k, v := range map[string]int{
-		"pocketbase delivery missed": missed, "pocketbase delivery duplicated": dups, "pocketbase SSE stream ended": lost,
-	} {
-		if v > 0 {
-			kinds[k] += v
-		}
-	}
-	wall := writeWall
-	if lastRecv > startOff {
-		wall = max(wall, lastRecv-startOff)
-	}
-	return runResult{
-		Ops: deliveries, Errors: writeErrs + missed + dups + lost,
-		WallSeconds: round(wall.Seconds(), 3), OpsPerSec: round(throughput(deliveries, wall), 1),
-		TimedOut: writerCut || (!drained && ctx.Err() == nil),
-		Writes:   writes, WritesPerSec: round(throughput(writes, writeWall), 1),
-	}, &all, kinds, nil
+	return rtPacedRun(ctx, pe.o, rt.base, &rt.delivered, subs, id, ops, "pocketbase", "pocketbase SSE stream", func(wctx context.Context, i int) error {
+		_, err := pe.createNote(wctx, rt.body(id, i))
+		return err
+	})
 }
 
 // close ends every stream and waits for its reader.
