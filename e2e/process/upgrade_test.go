@@ -61,6 +61,92 @@ func buildPriorAt(t *testing.T, priorRelease string) string {
 	return bin
 }
 
+// upgradeRun is a rolling upgrade's cluster, started on an older binary,
+// and the documents written through it.
+type upgradeRun struct {
+	t       *testing.T
+	c       *cluster
+	pr      project
+	written []string
+	last    uint64
+}
+
+func startUpgradeRun(t *testing.T, ctx context.Context, prior string) *upgradeRun {
+	t.Helper()
+	c := mustStartCluster(t, ctx, clusterOpts{bin: prior})
+	return &upgradeRun{t: t, c: c, pr: c.mustCreateProject(c.nodes[0])}
+}
+
+// healthy waits until every node runs and the cluster has 3 healthy voters;
+// a node that stopped fails the test.
+func (u *upgradeRun) healthy() {
+	u.t.Helper()
+	checkFor(u.t, 30*time.Second, 50*time.Millisecond, func() error {
+		for _, p := range u.c.nodes {
+			if !p.Running() {
+				u.t.Fatalf("%s stopped: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
+			}
+		}
+		st, err := u.c.clusterStatus(u.c.nodes[0])
+		if err != nil {
+			return err
+		}
+		return st.Healthy(3, "")
+	})
+}
+
+// write writes n documents named after step through each of nodes.
+func (u *upgradeRun) write(step string, n int, nodes ...*proc) {
+	u.t.Helper()
+	for _, p := range nodes {
+		for i := range n {
+			coll := fmt.Sprintf("users/%s/upgrade/%s-via-%s-%d", u.pr.OwnerID, step, p.id, i)
+			_, rev := u.c.mustWrite(p, u.pr, coll, map[string]any{"step": step, "via": p.id})
+			u.written = append(u.written, coll)
+			u.last = max(u.last, rev)
+		}
+	}
+}
+
+// writeEverywhere writes one document through every node.
+func (u *upgradeRun) writeEverywhere(step string) { u.write(step, 1, u.c.nodes...) }
+
+// restartOn stops p (SIGTERM, or kill -9 when kill9) and starts it on bin.
+func (u *upgradeRun) restartOn(p *proc, bin string, kill9 bool) {
+	u.t.Helper()
+	if kill9 {
+		p.mustKill9()
+	} else {
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			u.t.Fatalf("SIGTERM %s: %v", p.id, err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(30 * time.Second):
+			u.t.Fatalf("%s did not exit within 30s of SIGTERM", p.id)
+		}
+	}
+	p.Bin = bin
+	p.mustStart()
+	u.c.mustReady(p, 60*time.Second)
+}
+
+// checkEverywhere reads every written document on every node.
+func (u *upgradeRun) checkEverywhere() {
+	u.t.Helper()
+	for _, p := range u.c.nodes {
+		for _, coll := range u.written {
+			r, err := u.c.getDoc(p, u.pr, coll, "", u.last)
+			if err != nil {
+				u.t.Fatal(err)
+			}
+			if r.status != 200 || !strings.Contains(string(r.body), `"step"`) {
+				u.t.Fatalf("%s on %s after the upgrade: %s", coll, p.id, r)
+			}
+		}
+	}
+}
+
 // A rolling upgrade from the binary before the binary Raft entry encoding:
 // three voters of the older binary are restarted one at a time on this one,
 // with writes through every node after each step. No node may stop (an older
@@ -72,55 +158,15 @@ func TestRollingUpgradeFromJSONEntries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	c := mustStartCluster(t, ctx, clusterOpts{bin: prior})
-	healthy := func() {
-		t.Helper()
-		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-			for _, p := range c.nodes {
-				if !p.Running() {
-					t.Fatalf("%s stopped: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
-				}
-			}
-			st, err := c.clusterStatus(c.nodes[0])
-			if err != nil {
-				return err
-			}
-			return st.Healthy(3, "")
-		})
+	u := startUpgradeRun(t, ctx, prior)
+	u.writeEverywhere("before")
+	for _, p := range u.c.nodes {
+		u.restartOn(p, binPath, false)
+		u.healthy()
+		u.writeEverywhere("after-" + p.id)
+		u.healthy()
 	}
-	pr := c.mustCreateProject(c.nodes[0])
-
-	var written []string
-	var last uint64
-	writeEverywhere := func(step string) {
-		t.Helper()
-		for _, p := range c.nodes {
-			coll := fmt.Sprintf("users/%s/upgrade/%s-via-%s", pr.OwnerID, step, p.id)
-			_, rev := c.mustWrite(p, pr, coll, map[string]any{"step": step, "via": p.id})
-			written = append(written, coll)
-			last = max(last, rev)
-		}
-	}
-	writeEverywhere("before")
-
-	for _, p := range c.nodes {
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Fatalf("SIGTERM %s: %v", p.id, err)
-		}
-		select {
-		case <-p.Done():
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s did not exit within 30s of SIGTERM", p.id)
-		}
-		p.Bin = binPath
-		p.mustStart()
-		c.mustReady(p, 60*time.Second)
-		healthy()
-		writeEverywhere("after-" + p.id)
-		healthy()
-	}
-
-	for _, p := range c.nodes {
+	for _, p := range u.c.nodes {
 		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 			if !p.LogContains("writing txn entries of version 3") {
 				return fmt.Errorf("%s has not switched to txn entries decided in Apply (version 3)", p.id)
@@ -128,19 +174,9 @@ func TestRollingUpgradeFromJSONEntries(t *testing.T) {
 			return nil
 		})
 	}
-	writeEverywhere("binary")
-	healthy()
-	for _, p := range c.nodes {
-		for _, coll := range written {
-			r, err := c.getDoc(p, pr, coll, "", last)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.status != 200 || !strings.Contains(string(r.body), `"step"`) {
-				t.Fatalf("%s on %s after the upgrade: %s", coll, p.id, r)
-			}
-		}
-	}
+	u.writeEverywhere("binary")
+	u.healthy()
+	u.checkEverywhere()
 }
 
 // A rolling upgrade from the binary that kept the Raft log in Badger: three
@@ -155,60 +191,17 @@ func TestRollingUpgradeToRaftWAL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	c := mustStartCluster(t, ctx, clusterOpts{bin: prior})
-	healthy := func() {
-		t.Helper()
-		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-			for _, p := range c.nodes {
-				if !p.Running() {
-					t.Fatalf("%s stopped: %v\n%s", p.id, p.WaitErr(), p.LogTail(8<<10))
-				}
-			}
-			st, err := c.clusterStatus(c.nodes[0])
-			if err != nil {
-				return err
-			}
-			return st.Healthy(3, "")
-		})
-	}
-	pr := c.mustCreateProject(c.nodes[0])
-	for _, p := range c.nodes {
+	u := startUpgradeRun(t, ctx, prior)
+	nodes := u.c.nodes
+	for _, p := range nodes {
 		if _, err := os.Stat(filepath.Join(p.dataDir, "raft")); err != nil {
 			t.Fatalf("the older binary's %s has no Badger Raft log: %v", p.id, err)
 		}
 	}
+	u.write("before", 20, nodes...)
 
-	var written []string
-	var last uint64
-	writeEverywhere := func(step string, n int) {
-		t.Helper()
-		for _, p := range c.nodes {
-			for i := range n {
-				coll := fmt.Sprintf("users/%s/wal/%s-via-%s-%d", pr.OwnerID, step, p.id, i)
-				_, rev := c.mustWrite(p, pr, coll, map[string]any{"step": step, "via": p.id})
-				written = append(written, coll)
-				last = max(last, rev)
-			}
-		}
-	}
-	writeEverywhere("before", 20)
-
-	for i, p := range c.nodes {
-		if i == 0 {
-			if err := p.Signal(syscall.SIGTERM); err != nil {
-				t.Fatalf("SIGTERM %s: %v", p.id, err)
-			}
-			select {
-			case <-p.Done():
-			case <-time.After(30 * time.Second):
-				t.Fatalf("%s did not exit within 30s of SIGTERM", p.id)
-			}
-		} else {
-			p.mustKill9()
-		}
-		p.Bin = binPath
-		p.mustStart()
-		c.mustReady(p, 60*time.Second)
+	for i, p := range nodes {
+		u.restartOn(p, binPath, i > 0)
 		checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 			if !p.LogContains("migrated the Raft log from Badger to raft-wal") {
 				return fmt.Errorf("%s has not logged its migration", p.id)
@@ -221,36 +214,19 @@ func TestRollingUpgradeToRaftWAL(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(p.dataDir, "raft-wal")); err != nil {
 			t.Fatalf("%s has no raft-wal after migrating: %v", p.id, err)
 		}
-		healthy()
-		writeEverywhere("after-"+p.id, 5)
-		healthy()
+		u.healthy()
+		u.write("after-"+p.id, 5, nodes...)
+		u.healthy()
 	}
 
-	// A node on raft-wal killed again comes back from its own WAL.
-	victim := c.nodes[1]
+	// A node on raft-wal killed again comes back from its own WAL, and
+	// catches up with what was written while it was down.
+	victim := nodes[1]
 	victim.mustKill9()
-	for _, p := range []*proc{c.nodes[0], c.nodes[2]} {
-		for i := range 5 {
-			coll := fmt.Sprintf("users/%s/wal/while-%s-down-via-%s-%d", pr.OwnerID, victim.id, p.id, i)
-			_, rev := c.mustWrite(p, pr, coll, map[string]any{"step": "down", "via": p.id})
-			written = append(written, coll)
-			last = max(last, rev)
-		}
-	}
+	u.write("while-"+victim.id+"-down", 5, nodes[0], nodes[2])
 	victim.mustStart()
-	c.mustReady(victim, 60*time.Second)
-	healthy()
-	writeEverywhere("end", 2)
-
-	for _, p := range c.nodes {
-		for _, coll := range written {
-			r, err := c.getDoc(p, pr, coll, "", last)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.status != 200 || !strings.Contains(string(r.body), `"step"`) {
-				t.Fatalf("%s on %s after the upgrade: %s", coll, p.id, r)
-			}
-		}
-	}
+	u.c.mustReady(victim, 60*time.Second)
+	u.healthy()
+	u.write("end", 2, nodes...)
+	u.checkEverywhere()
 }
