@@ -292,23 +292,7 @@ func runQ3(ctx context.Context, e *env, _ *scenario, ops int) (runResult, *histo
 	for _, w := range writes {
 		expected += int64(w.events) * int64(len(qs.subs))
 	}
-	deadline := time.Now().Add(o.runTimeout)
-	last, lastChange := int64(-1), time.Now()
-	drained := false
-	for ctx.Err() == nil {
-		d := qs.delivered.Load()
-		if d >= expected {
-			drained = true
-			break
-		}
-		if d != last {
-			last, lastChange = d, time.Now()
-		}
-		if time.Since(lastChange) > rtStall || time.Now().After(deadline) {
-			break
-		}
-		sleepCtx(ctx, 10*time.Millisecond)
-	}
+	drained := waitDelivered(ctx, &qs.delivered, expected, o.runTimeout)
 	lat, fromSend, missed, stray, lost := q3Latencies(qs, writes)
 	for k, v := range map[string]int{"Q3 event missed": missed, "Q3 event of no write of the run": stray, "Q3 subscription ended": lost} {
 		if v > 0 {
