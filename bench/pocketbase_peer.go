@@ -19,12 +19,10 @@ package main
 // shapes through runOnce, or the paced realtime writer of pbRealtime.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -240,30 +238,8 @@ func fieldUpdateBody(field string, value []byte) []byte {
 // ebPutField sends PUT /api/db?collection=coll with body as ue's user; 200
 // with an X-Revision is success.
 func ebPutField(ctx context.Context, ue *env, n *benchNode, coll string, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, ue.o.reqTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, n.url+"/api/db?collection="+url.QueryEscape(coll), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+ue.pr.Token)
-	resp, err := ue.hc.Do(req)
-	if err != nil {
-		return transportError("PUT", err)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	_ = resp.Body.Close()
-	if err != nil {
-		return transportError("PUT", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return statusError("PUT", resp, b)
-	}
-	if rev, err := strconv.ParseUint(resp.Header.Get("X-Revision"), 10, 64); err != nil || rev == 0 {
-		return &opError{kind: "PUT without X-Revision"}
-	}
-	return nil
+	_, err := ue.sendRev(ctx, n, http.MethodPut, "/api/db?collection="+url.QueryEscape(coll), "PUT", body, http.StatusOK)
+	return err
 }
 
 // startUserRealtime connects --subscribers subscribers of ue's user to

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -451,9 +452,16 @@ func (e *env) postBody(ctx context.Context, n *benchNode, body []byte) (uint64, 
 // postAs POSTs the JSON body to route on n with the owner's token and
 // returns X-Revision; label names the request in error kinds.
 func (e *env) postAs(ctx context.Context, n *benchNode, route, label string, body []byte) (uint64, error) {
+	return e.sendRev(ctx, n, http.MethodPost, route, label, body, http.StatusOK, http.StatusCreated)
+}
+
+// sendRev sends the JSON body to route on n with method and e's token and
+// returns X-Revision; a status other than the wanted ones is an error, and
+// label names the request in error kinds.
+func (e *env) sendRev(ctx context.Context, n *benchNode, method, route, label string, body []byte, want ...int) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.reqTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url+route, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, n.url+route, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -468,7 +476,7 @@ func (e *env) postAs(ctx context.Context, n *benchNode, route, label string, bod
 	if err != nil {
 		return 0, transportError(label, err)
 	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+	if !slices.Contains(want, resp.StatusCode) {
 		return 0, statusError(label, resp, b)
 	}
 	rev, err := strconv.ParseUint(resp.Header.Get("X-Revision"), 10, 64)
