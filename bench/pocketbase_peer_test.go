@@ -239,26 +239,9 @@ func TestPocketBaseUserSides(t *testing.T) {
 		t.Errorf("an anonymous view: %v, want a 4xx", err)
 	}
 
-	for _, name := range []string{"W1", "W64", "HOT", "R64", "L32", "RT"} {
+	checkSideRounds(ctx, t, []string{"W1", "W64", "HOT", "R64", "L32", "RT"}, "RT", o.subscribers, func(name string) (*side, error) {
 		spec, _ := findCompareSpec(name, peerPocketBase)
 		s, _ := findOursScenario(spec.Ours)
-		sd, err := pe.side(ctx, spec, s, t.Logf)
-		if err != nil {
-			t.Fatalf("%s side: %v", name, err)
-		}
-		ops := 20
-		rr := sd.measure(ctx, ops)
-		sd.close()
-		want := ops
-		if name == "RT" {
-			want = ops * o.subscribers // deliveries
-			if rr.Writes != ops {
-				t.Errorf("RT: %d writes, want %d", rr.Writes, ops)
-			}
-		}
-		res := sd.finish()
-		if rr.Ops != want || rr.Errors != 0 || rr.TimedOut || res.P99Ms <= 0 || len(res.Nodes) != 1 || res.Nodes[0].Unmeasured {
-			t.Errorf("%s: run %+v, result %+v; want %d ops, no errors", name, rr, res, want)
-		}
-	}
+		return pe.side(ctx, spec, s, t.Logf)
+	})
 }
