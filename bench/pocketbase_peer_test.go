@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -204,19 +202,8 @@ func TestCheckPBRecord(t *testing.T) {
 // TestPocketBaseIntegration does; only with EDGEBASE_BENCH_POCKETBASE=1),
 // and checks that the notes collection refuses a caller without a token.
 func TestPocketBaseUserSides(t *testing.T) {
-	if os.Getenv("EDGEBASE_BENCH_POCKETBASE") != "1" {
-		t.Skip("skipping: set EDGEBASE_BENCH_POCKETBASE=1 to build and run the PocketBase peer")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel, bin := pocketBaseTestBin(t)
 	defer cancel()
-	root, err := repoRoot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := buildPocketBase(ctx, root, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	o := &options{clients: 4, subscribers: 20, rate: 200, reqTimeout: 10 * time.Second, runTimeout: 30 * time.Second}
 	hc := newHTTPClient(o)
 	value := []byte(`"abcdefghijklmnop"`)

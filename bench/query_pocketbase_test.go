@@ -9,25 +9,36 @@ import (
 	"time"
 )
 
+// pocketBaseTestBin skips the test unless EDGEBASE_BENCH_POCKETBASE=1, and
+// otherwise builds the PocketBase peer, giving a context of 5 minutes
+// (cancel it when done) and the binary.
+func pocketBaseTestBin(t *testing.T) (context.Context, context.CancelFunc, string) {
+	t.Helper()
+	if os.Getenv("EDGEBASE_BENCH_POCKETBASE") != "1" {
+		t.Skip("skipping: set EDGEBASE_BENCH_POCKETBASE=1 to build and run the PocketBase peer")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	root, err := repoRoot(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	bin, err := buildPocketBase(ctx, root, t.Logf)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return ctx, cancel, bin
+}
+
 // TestPocketBaseIntegration builds the PocketBase peer (bench/pocketbase,
 // its own module: the first build downloads PocketBase and takes about a
 // minute), starts it, seeds it through /api/batch and queries it as the
 // bench does. It runs only with EDGEBASE_BENCH_POCKETBASE=1, so that the
 // repository's tests need neither PocketBase nor the module proxy.
 func TestPocketBaseIntegration(t *testing.T) {
-	if os.Getenv("EDGEBASE_BENCH_POCKETBASE") != "1" {
-		t.Skip("skipping: set EDGEBASE_BENCH_POCKETBASE=1 to build and run the PocketBase peer")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel, bin := pocketBaseTestBin(t)
 	defer cancel()
-	root, err := repoRoot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := buildPocketBase(ctx, root, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	o := &options{clients: 4, q1Docs: 600, q2Docs: 400, queryDuration: 300 * time.Millisecond,
 		reqTimeout: 10 * time.Second, runTimeout: 30 * time.Second}
 	hc := newHTTPClient(o)
