@@ -79,11 +79,17 @@ func (e *env) register(ctx context.Context, n *benchNode, a benchAccount, name s
 	if err != nil {
 		return err
 	}
+	return needToken(b, "register 201 without a token")
+}
+
+// needToken checks that the answer b holds a token; kind names the error
+// kind when it does not.
+func needToken(b []byte, kind string) error {
 	var res struct {
 		Token string `json:"token"`
 	}
 	if json.Unmarshal(b, &res) != nil || res.Token == "" {
-		return &opError{kind: "register 201 without a token"}
+		return &opError{kind: kind}
 	}
 	return nil
 }

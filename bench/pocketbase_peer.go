@@ -327,13 +327,7 @@ func (pe *pbEnv) pbLoginOp(ctx context.Context, body []byte) error {
 	if err != nil {
 		return err
 	}
-	var res struct {
-		Token string `json:"token"`
-	}
-	if json.Unmarshal(b, &res) != nil || res.Token == "" {
-		return &opError{kind: "pocketbase login 200 without a token"}
-	}
-	return nil
+	return needToken(b, "pocketbase login 200 without a token")
 }
 
 // userSide prepares PocketBase's side of an end-user comparison.
