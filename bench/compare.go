@@ -555,6 +555,18 @@ type rtTally struct {
 	err   error // why the stream ended
 }
 
+// tally is x itself, for tallies.
+func (x *rtTally) tally() *rtTally { return x }
+
+// tallies is the tallies of streams.
+func tallies[S interface{ tally() *rtTally }](streams []S) []*rtTally {
+	t := make([]*rtTally, len(streams))
+	for k, x := range streams {
+		t[k] = x.tally()
+	}
+	return t
+}
+
 // fail records why the stream ended.
 func (x *rtTally) fail(err error) {
 	x.mu.Lock()
@@ -666,11 +678,7 @@ func (ws *etcdWatchers) run(ctx context.Context, ops int) (runResult, *histogram
 	ee, o := ws.ee, ws.ee.o
 	ws.runID++
 	id := ws.runID
-	subs := make([]*rtTally, len(ws.ws))
-	for k, x := range ws.ws {
-		subs[k] = &x.rtTally
-	}
-	return rtPacedRun(ctx, o, ws.base, &ws.delivered, subs, id, ops, "etcd", "etcd watch stream", func(wctx context.Context, i int) error {
+	return rtPacedRun(ctx, o, ws.base, &ws.delivered, tallies(ws.ws), id, ops, "etcd", "etcd watch stream", func(wctx context.Context, i int) error {
 		key := ws.prefix + "m" + strconv.Itoa(id) + "-" + strconv.Itoa(i)
 		_, err := etcdPut(wctx, ee.hc, o.reqTimeout, ee.c.leader.url, key, b64.AppendEncode(nil, ws.value(id, i)))
 		return err

@@ -202,11 +202,7 @@ func (rt *pbRealtime) run(ctx context.Context, ops int) (runResult, *histogram, 
 	pe := rt.pe
 	rt.runID++
 	id := rt.runID
-	subs := make([]*rtTally, len(rt.subs))
-	for k, x := range rt.subs {
-		subs[k] = &x.rtTally
-	}
-	return rtPacedRun(ctx, pe.o, rt.base, &rt.delivered, subs, id, ops, "pocketbase", "pocketbase SSE stream", func(wctx context.Context, i int) error {
+	return rtPacedRun(ctx, pe.o, rt.base, &rt.delivered, tallies(rt.subs), id, ops, "pocketbase", "pocketbase SSE stream", func(wctx context.Context, i int) error {
 		_, err := pe.createNote(wctx, rt.body(id, i))
 		return err
 	})
