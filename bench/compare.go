@@ -659,16 +659,24 @@ func (x *rtTally) isEnded() bool {
 // value is write seq of run: the same shape as our realtime documents.
 func (ws *etcdWatchers) value(run, seq int) []byte {
 	v := ws.ee.value
-	b := make([]byte, 0, len(v)+80)
+	b := rtHead(ws.base, run, seq, len(v))
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, `"}`...)
+}
+
+// rtHead starts the JSON of write seq of run, with room for a value of n
+// bytes: {"r":run,"s":seq,"t":the send time (read now, since base),"v":
+// and the caller appends the value and the closing brace.
+func rtHead(base time.Time, run, seq, n int) []byte {
+	b := make([]byte, 0, n+80)
 	b = append(b, `{"r":`...)
 	b = strconv.AppendInt(b, int64(run), 10)
 	b = append(b, `,"s":`...)
 	b = strconv.AppendInt(b, int64(seq), 10)
 	b = append(b, `,"t":`...)
-	b = strconv.AppendInt(b, int64(time.Since(ws.base)), 10)
-	b = append(b, `,"v":"`...)
-	b = append(b, v...)
-	return append(b, `"}`...)
+	b = strconv.AppendInt(b, int64(time.Since(base)), 10)
+	return append(b, `,"v":`...)
 }
 
 // run is one run: ops paced puts at --rate, then the wait until every

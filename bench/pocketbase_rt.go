@@ -17,7 +17,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -183,14 +182,7 @@ func (x *pbSubscriber) consume(rt *pbRealtime, r *sseReader) {
 // number, the send time (read now) and the value.
 func (rt *pbRealtime) body(run, seq int) []byte {
 	v := rt.pe.value
-	b := make([]byte, 0, len(v)+80)
-	b = append(b, `{"r":`...)
-	b = strconv.AppendInt(b, int64(run), 10)
-	b = append(b, `,"s":`...)
-	b = strconv.AppendInt(b, int64(seq), 10)
-	b = append(b, `,"t":`...)
-	b = strconv.AppendInt(b, int64(time.Since(rt.base)), 10)
-	b = append(b, `,"v":`...)
+	b := rtHead(rt.base, run, seq, len(v))
 	b = append(b, v...)
 	return append(b, '}')
 }
