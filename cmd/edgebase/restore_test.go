@@ -123,7 +123,7 @@ func TestBackupThenRestoreCLI(t *testing.T) {
 	for _, e := range es {
 		names = append(names, e.Name())
 	}
-	if !slices.Equal(names, []string{"node-id", "raft", "snapshots", "tree"}) {
+	if !slices.Equal(names, []string{"node-id", "raft-wal", "snapshots", "tree"}) {
 		t.Fatalf("restored dir holds %v", names)
 	}
 
