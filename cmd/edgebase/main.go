@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -287,8 +288,21 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.Logger.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// A shutdown that takes longer than a container's usual grace period
+	// says where it waits, before the orchestrator's SIGKILL hides it.
+	slow := time.AfterFunc(slowShutdown, func() {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		cfg.Logger.Warn("shutdown is slow; where every goroutine waits", "after", slowShutdown, "goroutines", string(buf))
+	})
+	defer slow.Stop()
 	return n.Close(ctx)
 }
+
+// slowShutdown is when a shutdown still under way logs every goroutine's
+// stack: well past a normal one (milliseconds, docs/operations.md) and
+// before docker's 10 s grace period ends.
+const slowShutdown = 5 * time.Second
 
 // parseProxies reads a comma-separated list of addresses and CIDRs.
 func parseProxies(v string) ([]netip.Prefix, error) {
