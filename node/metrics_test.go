@@ -410,9 +410,11 @@ func TestMetricsCluster(t *testing.T) {
 			if v := s.must(t, "edgebase_raft_leader_changes_total"); v < 1 {
 				t.Errorf("%s: raft_leader_changes_total %v, want >= 1", s.node, v)
 			}
-			for _, db := range []string{"tree", "raft"} {
-				s.must(t, "edgebase_badger_lsm_size_bytes", "db", db)
-				s.must(t, "edgebase_badger_vlog_size_bytes", "db", db)
+			s.must(t, "edgebase_badger_lsm_size_bytes", "db", "tree")
+			s.must(t, "edgebase_badger_vlog_size_bytes", "db", "tree")
+			// The Raft log's segment files are preallocated: never empty.
+			if v := s.must(t, "edgebase_raft_log_size_bytes"); v <= 0 {
+				t.Errorf("%s: raft_log_size_bytes %v, want > 0", s.node, v)
 			}
 			// Every node's realtime hub subscribes; the leader's push
 			// dispatcher, mail sender and trigger runner too.

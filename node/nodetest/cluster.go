@@ -97,6 +97,8 @@ type Options struct {
 	// QueryScanLimit is --query-scan-limit (0: the default, 10,000); tests
 	// set it small to reach index_required with few documents.
 	QueryScanLimit int
+	// HashQueue is --hash-queue (0: the default, 2 per CPU; -1: no bound).
+	HashQueue int
 	// AllowPrivateHosts is --allow-private-hosts (tests name 127.0.0.1 to
 	// let a project use a local SMTP server or OIDC provider).
 	AllowPrivateHosts []string
@@ -319,6 +321,7 @@ func (c *Cluster) MemberConfig(i int) node.Config {
 		SweepInterval: sweep, SecretKey: key, ChangeLogRetention: c.opts.ChangeLogRetention,
 		FCMEndpoint: c.opts.FCMEndpoint, PushTuning: c.opts.PushTuning, CORSOrigins: c.opts.CORSOrigins,
 		QueryScanLimit:    c.opts.QueryScanLimit,
+		HashQueue:         c.opts.HashQueue,
 		AllowPrivateHosts: c.opts.AllowPrivateHosts, SMTPDefault: c.opts.SMTPDefault,
 		MailRootCAs: c.opts.MailRootCAs, MailTuning: c.opts.MailTuning,
 		AllowPrivateWebhooks: c.opts.AllowPrivateWebhooks, TriggerTuning: c.opts.TriggerTuning,
