@@ -240,6 +240,11 @@ func (h *Hasher) Occupy(ctx context.Context) (release func(), err error) {
 func (h *Hasher) release() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.releaseLocked()
+}
+
+// releaseLocked is release with h.mu held.
+func (h *Hasher) releaseLocked() {
 	if e := h.waiters.Front(); e != nil {
 		w := h.waiters.Remove(e).(*hashWaiter)
 		w.granted = true
@@ -256,9 +261,9 @@ func (h *Hasher) done(start time.Time) {
 	h.seconds.Observe(d)
 	h.active.Add(-1)
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.ewma += ewmaWeight * (d - h.ewma)
-	h.mu.Unlock()
-	h.release()
+	h.releaseLocked()
 }
 
 // queued is the number of callers waiting for a slot.

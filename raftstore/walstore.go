@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -211,11 +210,8 @@ func copyRaftLog(ctx context.Context, dst, src raftLog) (first, last uint64, err
 	return first, last, nil
 }
 
-// isNotFound matches the stable store's missing-key error, which raft
-// itself recognises only by its text.
-func isNotFound(err error) bool {
-	return err != nil && (errors.Is(err, ErrKeyNotFound) || strings.EqualFold(err.Error(), "not found"))
-}
+// isNotFound matches the Badger stable store's missing-key error.
+func isNotFound(err error) bool { return errors.Is(err, ErrKeyNotFound) }
 
 func entries(first, last uint64) uint64 {
 	if last == 0 {
