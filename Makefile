@@ -39,11 +39,13 @@ test-js: test-bins
 ## docker-compose test run, built once before the tests (not by each package
 ## while the others compile and run): bin/test/edgebase and
 ## bin/test/edgebase-brokenreads (robustness's negative test), and
-## bin/test/oidcpeer (the OpenID provider of the OAuth tests, its own module)
+## bin/test/oidcpeer (the OpenID provider of the OAuth tests, its own module),
+## bin/test/wanproxy (toxiproxy, the simulated WAN of e2e/wan; its own module)
 test-bins:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(TEST_BIN_DIR)/edgebase ./cmd/edgebase
 	CGO_ENABLED=0 $(GO) build -trimpath -tags brokenreads -o $(TEST_BIN_DIR)/edgebase-brokenreads ./cmd/edgebase
 	CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) -C e2e/oidcpeer build -trimpath -o $(TEST_BIN_DIR)/oidcpeer .
+	CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) -C e2e/wanproxy build -trimpath -o $(TEST_BIN_DIR)/wanproxy .
 
 # staticcheck, pinned (the same version .ci/run installs), when it is missing.
 $(STATICCHECK):
