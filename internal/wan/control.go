@@ -26,6 +26,11 @@ func (c *Cluster) Spec(node string) (NodeSpec, bool) {
 	return n.spec, true
 }
 
+// NodeLinksSimulated reports whether the nodes reach each other through
+// the simulated WAN: false when the binary has no --connect-to, so that
+// only clients (URL) see the latency.
+func (c *Cluster) NodeLinksSimulated() bool { return c.connect }
+
 // Profile is the network as it is now (SetJitter changes it).
 func (c *Cluster) Profile() Profile {
 	c.mu.Lock()
