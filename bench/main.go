@@ -10,6 +10,7 @@
 //	go run ./bench --nodes 1 --scenarios Q1,Q2,Q3 --peer pocketbase   # queries against PocketBase
 //	go run ./bench --peer pocketbase --runs 3                         # Q1,Q2,W1,W64,HOT,R64,L32,RT, 1 node against PocketBase
 //	go run ./bench --target http://127.0.0.1:8080,http://127.0.0.1:8081 --admin-token T
+//	go run ./bench --wan --wan-quick --wan-args "--wan"                   # issue 24: edge nodes on a simulated WAN (wan.go)
 package main
 
 import (
@@ -85,6 +86,8 @@ type options struct {
 	// second and the share of them that move a document in or out.
 	q3Subscribers int
 	q3Rate        float64
+	// wan: the WAN measurements (--wan, wan.go) instead of the scenarios.
+	wan wanOptions
 }
 
 func main() {
@@ -128,12 +131,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.queryDuration, "query-duration", 10*time.Second, "Q1, Q2: how long each run (each round of both systems) lasts")
 	fs.IntVar(&o.q3Subscribers, "q3-subscribers", 1000, "Q3: live-query subscribers")
 	fs.Float64Var(&o.q3Rate, "q3-rate", 10, "Q3: writes per second (10% move a document in or out of the window)")
+	o.wan.register(fs)
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := o.wan.finish(); err != nil {
+		return nil, err
 	}
 	nodesGiven := false
 	fs.Visit(func(f *flag.Flag) { nodesGiven = nodesGiven || f.Name == "nodes" })
@@ -439,6 +446,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	rep.Machine = machine(ctx, root)
+	if o.wan.enabled {
+		return runWAN(ctx, o, root, stdout, stderr)
+	}
 
 	hc := newHTTPClient(o)
 	stopFCM, err := startFCMStandIn(o, logf)
