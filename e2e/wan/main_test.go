@@ -29,9 +29,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,7 +105,12 @@ func startShared() {
 		return
 	}
 	var args []string
-	if hasFlag(bin, "wan") {
+	hasWAN, err := wan.HasFlag(context.Background(), bin, "wan")
+	if err != nil {
+		shared.err = err
+		return
+	}
+	if hasWAN {
 		args = append(args, "--wan")
 	} else {
 		fmt.Fprintln(os.Stderr, "wan e2e: the edgebase binary has no --wan: the nodes run with the default Raft timing")
@@ -123,10 +126,4 @@ func startShared() {
 	if shared.err == nil {
 		fmt.Fprintf(os.Stderr, "wan e2e: the shared cluster started in %v\n", shared.started.Round(time.Millisecond))
 	}
-}
-
-// hasFlag reports whether `bin serve -h` lists --name.
-func hasFlag(bin, name string) bool {
-	out, _ := exec.Command(bin, "serve", "-h").CombinedOutput()
-	return strings.Contains(string(out), "-"+name+" ")
 }

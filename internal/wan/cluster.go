@@ -126,7 +126,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return c, fmt.Errorf("wan: %w", err)
 	}
-	if c.connect, err = supportsFlag(ctx, o.Bin, "connect-to"); err != nil {
+	if c.connect, err = HasFlag(ctx, o.Bin, "connect-to"); err != nil {
 		return c, err
 	}
 	if !c.connect {
@@ -221,15 +221,22 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// supportsFlag reports whether `bin serve -h` lists --name.
-func supportsFlag(ctx context.Context, bin, name string) (bool, error) {
+// HasFlag reports whether `bin serve` defines the flag --name: it parses
+// `serve -name=x -zz-unknown-probe`, which fails on one flag or the other
+// and never starts a node (serve's usage text does not list every flag).
+func HasFlag(ctx context.Context, bin, name string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "serve", "-h").CombinedOutput()
-	if len(out) == 0 && err != nil {
-		return false, fmt.Errorf("wan: %s serve -h: %w", bin, err)
+	out, err := exec.CommandContext(ctx, bin, "serve", "-"+name+"=x", "-zz-unknown-probe").CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		return false, fmt.Errorf("wan: probing %s for --%s: %v: %s", bin, name, err, out)
 	}
-	return strings.Contains(string(out), "-"+name+" "), nil
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if strings.HasSuffix(strings.TrimSpace(line), "flag provided but not defined: -"+name) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // links are every proxy: one per source region, node and port kind.

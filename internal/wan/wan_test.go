@@ -1,6 +1,9 @@
 package wan
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,5 +199,25 @@ func TestParseMetric(t *testing.T) {
 	}
 	if _, err := parseMetric(text, "edgebase_raft_applied_index"); err == nil {
 		t.Error("parseMetric found a missing metric")
+	}
+}
+
+// TestHasFlag probes a stand-in binary that parses flags like serve does.
+func TestHasFlag(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fake")
+	script := "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in -known=*) echo 'edgebase: invalid value \"x\" for flag -known' >&2; exit 2;; -serve|serve) ;; *) echo \"edgebase: flag provided but not defined: ${a%%=*}\" >&2; exit 2;; esac; done\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if ok, err := HasFlag(ctx, bin, "known"); err != nil || !ok {
+		t.Errorf("HasFlag(known) = %v, %v; want true", ok, err)
+	}
+	if ok, err := HasFlag(ctx, bin, "wan"); err != nil || ok {
+		t.Errorf("HasFlag(wan) = %v, %v; want false", ok, err)
+	}
+	if _, err := HasFlag(ctx, "/bin/true", "wan"); err == nil {
+		t.Error("HasFlag of a binary that accepts anything: no error")
 	}
 }
