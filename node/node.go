@@ -121,6 +121,10 @@ type Config struct {
 	// Out receives the human banner of --dev (default stdout).
 	Out    io.Writer
 	Tuning raftstore.Tuning
+	// ConnectTo maps a member's advertised host:port to the host:port this
+	// node dials instead, on every node-to-node connection (--connect-to;
+	// raftstore.Config.ConnectTo).
+	ConnectTo map[string]string
 	// HashParams overrides argon2id parameters (tests use cheap ones).
 	HashParams *auth.HashParams
 	// HashQueue bounds the callers waiting for a password-hashing slot
@@ -257,6 +261,7 @@ func Start(cfg Config) (*Node, error) {
 		OnLeader:           n.leaderDuties,
 		Decider:            auth.NewDecider(),
 		Tuning:             cfg.Tuning,
+		ConnectTo:          cfg.ConnectTo,
 		ChangeLogRetention: cfg.ChangeLogRetention,
 		Logger:             logger,
 		Registerer:         reg,
@@ -399,7 +404,7 @@ func Start(cfg Config) (*Node, error) {
 		n.printDevBanner()
 	}
 	logger.Info("node started", "http", cfg.AdvertiseHTTP, "raft", cfg.AdvertiseRaft, "edge", cfg.Edge, "join", strings.Join(cfg.Join, ","),
-		"raftTLS", tlsc.raft != nil)
+		"raftTLS", tlsc.raft != nil, "connectTo", raftstore.FormatConnectTo(cfg.ConnectTo))
 	return n, nil
 }
 

@@ -131,8 +131,15 @@ type Config struct {
 	RaftListener net.Listener
 	// Transport overrides the TCP transport entirely (tests).
 	Transport raft.Transport
-	// HTTPClient is used for forwarding; defaults to a pooled client.
+	// HTTPClient is used for forwarding; defaults to a pooled client. Its
+	// *http.Transport (if it is one) is cloned with ConnectTo applied and
+	// its dials counted.
 	HTTPClient *http.Client
+	// ConnectTo maps a member's address (host:port, as advertised) to the
+	// address this node dials instead, on every node-to-node connection it
+	// makes: Raft transport dials and internal HTTP calls (dial.go). TLS
+	// still verifies the advertised host. Nil: dial what is advertised.
+	ConnectTo map[string]string
 	// HTTPTLS configures the default client's TLS for https:// members (the
 	// CA to trust; nil: the system roots). Ignored when HTTPClient is set.
 	HTTPTLS *tls.Config
@@ -169,6 +176,9 @@ type Store struct {
 	feed      *Feed
 	transport raft.Transport
 	client    *http.Client
+	// forwardConns counts the connections internal calls dialed
+	// (edgebase_forward_connections_total).
+	forwardConns atomic.Uint64
 
 	metrics *storeMetrics // nil: metrics off
 	opened  time.Time
@@ -217,11 +227,17 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cfg.Tuning = cfg.Tuning.withDefaults()
 	logger := cfg.Logger
-	s := &Store{cfg: cfg, logger: logger, feed: newFeed(), stop: make(chan struct{}), client: cfg.HTTPClient,
-		metrics: newStoreMetrics(cfg.Registerer), opened: time.Now()}
-	if s.client == nil {
-		s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, TLSClientConfig: cfg.HTTPTLS}}
+	for from, to := range cfg.ConnectTo {
+		if err := checkHostPort(from); err != nil {
+			return nil, fmt.Errorf("raftstore: ConnectTo: %w", err)
+		}
+		if err := checkHostPort(to); err != nil {
+			return nil, fmt.Errorf("raftstore: ConnectTo: %w", err)
+		}
 	}
+	s := &Store{cfg: cfg, logger: logger, feed: newFeed(), stop: make(chan struct{}),
+		metrics: newStoreMetrics(cfg.Registerer), opened: time.Now()}
+	s.client = s.internalClient()
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -264,7 +280,8 @@ func Open(cfg Config) (*Store, error) {
 			adv = hostAddr(cfg.RaftAdvertise)
 		}
 		s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: &listenerLayer{Listener: ln, advertise: adv, secret: []byte(cfg.Secret), tls: raftTLS}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+			Stream: &listenerLayer{Listener: ln, advertise: adv, secret: []byte(cfg.Secret), tls: raftTLS,
+				dial: connectTo(cfg.ConnectTo, (&net.Dialer{}).DialContext)}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
 		})
 	}
 

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -30,6 +31,9 @@ type listenerLayer struct {
 	advertise net.Addr
 	secret    []byte
 	tls       *tls.Config // nil: plain TCP
+	// dial opens the TCP connection (Config.ConnectTo applied, dial.go);
+	// nil: a plain dial of the address.
+	dial dialFunc
 }
 
 // handshakeTimeout bounds the challenge on both sides.
@@ -42,10 +46,20 @@ var raftMagic = []byte("EBRAFT1\n")
 var errHandshake = errors.New("raft peer failed the cluster-secret handshake")
 
 func (l *listenerLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", string(addr), timeout)
+	dial := l.dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	}
+	conn, err := dial(ctx, "tcp", string(addr))
+	cancel()
 	if err != nil {
 		return nil, err
 	}
+	// TLS verifies the advertised name even when ConnectTo dialed elsewhere.
 	if l.tls != nil {
 		tc, err := dialTLS(conn, l.tls, string(addr), timeout)
 		if err != nil {

@@ -47,7 +47,7 @@ Usage:
                  [--trusted-proxies CIDR[,CIDR]] [--cors-origins URL[,URL]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
                  [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
                  [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
-                 [--pprof-addr 127.0.0.1:6060]
+                 [--connect-to FROM=TO[,FROM=TO]] [--pprof-addr 127.0.0.1:6060]
   edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json] [--ca-file FILE]
   edgebase project set-owner --server URL --admin-token T --project ID --email E [--ca-file FILE]
   edgebase cluster status|remove --server URL --admin-token T [--node-id ID] [--ca-file FILE]
@@ -66,6 +66,11 @@ node-to-node HTTPS calls trust (default: the system roots). The three
 certificate must be signed by that CA, valid for the host of its
 --advertise-raft address, for both server and client authentication.
 --ca-file is the CA an operator command trusts for an https:// URL.
+
+Node-to-node routing: --connect-to FROM=TO (repeatable) makes every
+connection this node opens to another member's advertised host:port FROM
+(Raft, forwarded writes, read index, join) go to TO instead; TLS still
+verifies FROM's name.
 
 Profiling (off by default): --pprof-addr serves net/http/pprof
 (/debug/pprof/..., including mutex and block profiles) on its own listener,
@@ -218,12 +223,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.RaftTLSCertFile, "raft-tls-cert", "", "PEM certificate of this node on the Raft transport (mutual TLS; with --raft-tls-key and --raft-tls-ca)")
 	fs.StringVar(&cfg.RaftTLSKeyFile, "raft-tls-key", "", "PEM private key of --raft-tls-cert")
 	fs.StringVar(&cfg.RaftTLSCAFile, "raft-tls-ca", "", "PEM CA that signs every node's Raft certificate")
+	connect := connectToFlag{}
+	fs.Var(connect, "connect-to", "FROM=TO[,FROM=TO...] (repeatable; both host:port): every node-to-node connection this node makes to a member's advertised address FROM (Raft, forwarded writes, read index, join) dials TO instead; TLS still verifies FROM's name")
 	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve net/http/pprof on this separate, unauthenticated address (e.g. 127.0.0.1:6060); empty: off")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := checkTLSFlags(cfg); err != nil {
 		return err
+	}
+	if len(connect) > 0 {
+		cfg.ConnectTo = connect
 	}
 	if limits.RegisterPerAddr.Max < 0 || limits.RegisterPerProject.Max < 0 {
 		return usageError("--register-limit-addr and --register-limit-project must be 0 (no limit) or more")
@@ -297,6 +307,26 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	})
 	defer slow.Stop()
 	return n.Close(ctx)
+}
+
+// connectToFlag collects --connect-to values (and EDGEBASE_CONNECT_TO): each
+// one a comma-separated list of FROM=TO, merged; one FROM may name one TO.
+type connectToFlag map[string]string
+
+func (c connectToFlag) String() string { return raftstore.FormatConnectTo(c) }
+
+func (c connectToFlag) Set(v string) error {
+	m, err := raftstore.ParseConnectTo(v)
+	if err != nil {
+		return err
+	}
+	for from, to := range m {
+		if prev, ok := c[from]; ok && prev != to {
+			return fmt.Errorf("%s is mapped twice (to %s and to %s)", from, prev, to)
+		}
+		c[from] = to
+	}
+	return nil
 }
 
 // slowShutdown is when a shutdown still under way logs every goroutine's
