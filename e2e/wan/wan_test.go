@@ -240,6 +240,95 @@ func TestWANLiveDelivery(t *testing.T) {
 	}
 }
 
+// TestWANPartition cuts ap off from us and eu: the edge in ap still serves
+// a local read at once, a client in us cannot reach it and a write through
+// it fails; no voter's term moves (an edge takes no part in elections) and,
+// with the jitter doubled meanwhile, the cluster writes again once healed.
+func TestWANPartition(t *testing.T) {
+	c := sharedCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rev, _, err := write(ctx, c, c.URL(wan.US, "e-us"), "wanpartition/doc", map[string]any{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := read(ctx, c, c.URL(wan.AP, "e-ap"), "wanpartition/doc", "&consistency=local", rev); err != nil {
+		t.Fatal(err)
+	}
+	terms := map[string]uint64{}
+	for _, n := range c.Nodes() {
+		if !n.Edge {
+			if terms[n.ID], err = c.Term(ctx, n.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	jitter := c.Profile().Jitter
+	if err := c.SetJitter(2 * jitter); err != nil {
+		t.Fatal(err)
+	}
+	healed := false
+	heal := func() {
+		if !healed {
+			healed = true
+			if err := c.Heal(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() {
+		heal()
+		if err := c.SetJitter(jitter); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, r := range []wan.Region{wan.US, wan.EU} {
+		if err := c.Partition(wan.AP, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, _, err := read(ctx, c, c.URL(wan.AP, "e-ap"), "wanpartition/doc", "&consistency=local", 0); err != nil || d["n"] != float64(1) {
+		t.Errorf("local read at the cut-off e-ap: %v, %v; want n=1 (its own state)", d, err)
+	}
+	if _, _, err := read(ctx, c, c.URL(wan.US, "e-ap"), "wanpartition/doc", "&consistency=local", 0); err == nil {
+		t.Error("a client in us reached e-ap across the partition")
+	}
+	if _, _, err := write(ctx, c, c.URL(wan.AP, "e-ap"), "wanpartition/cut", map[string]any{"n": 2}); err == nil {
+		t.Error("a write through the cut-off e-ap succeeded")
+	}
+	heal()
+	took, err := retryWrite(ctx, c, c.URL(wan.AP, "e-ap"), "wanpartition/healed", 15*time.Second)
+	if err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+	t.Logf("after Heal (jitter %v) a write through e-ap succeeded within %v", 2*jitter, took.Round(time.Millisecond))
+	for id, before := range terms {
+		after, err := c.Term(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after != before {
+			t.Errorf("%s: term %d -> %d while an edge was cut off", id, before, after)
+		}
+	}
+}
+
+// retryWrite writes through base until a write succeeds, at most total; it
+// returns how long that took.
+func retryWrite(ctx context.Context, c *wan.Cluster, base, path string, total time.Duration) (time.Duration, error) {
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, total)
+	defer cancel()
+	var err error
+	for wctx.Err() == nil {
+		if _, _, err = write(wctx, c, base, path, map[string]any{"at": time.Now().UnixNano()}); err == nil {
+			return time.Since(start), nil
+		}
+		time.Sleep(50 * time.Millisecond) // between attempts, not a synchronisation
+	}
+	return 0, fmt.Errorf("no write through %s succeeded within %v; last: %w", base, total, err)
+}
+
 // TestWANFailover kills the leader: a write through the edge of every
 // region succeeds within 10 s. It then restarts the old leader and waits
 // until the cluster is healthy again. It must stay the last test of this
@@ -270,17 +359,8 @@ func TestWANFailover(t *testing.T) {
 	for i, r := range regions {
 		base := c.URL(r, edgeIn(t, c, r))
 		wg.Go(func() {
-			var err error
-			wctx, cancel := context.WithDeadline(ctx, killed.Add(10*time.Second))
-			defer cancel()
-			for wctx.Err() == nil {
-				if _, _, err = write(wctx, c, base, "wanfailover/"+string(r), map[string]any{"r": string(r)}); err == nil {
-					took[i] = time.Since(killed)
-					return
-				}
-				time.Sleep(50 * time.Millisecond) // between attempts, not a synchronisation
-			}
-			errs[i] = fmt.Errorf("no write via the %s edge succeeded within 10 s of killing %s; last: %w", r, leader, err)
+			_, errs[i] = retryWrite(ctx, c, base, "wanfailover/"+string(r), time.Until(killed.Add(10*time.Second)))
+			took[i] = time.Since(killed)
 		})
 	}
 	wg.Wait()
