@@ -293,8 +293,14 @@ func TestWANPartition(t *testing.T) {
 	if _, _, err := read(ctx, c, c.URL(wan.US, "e-ap"), "wanpartition/doc", "&consistency=local", 0); err == nil {
 		t.Error("a client in us reached e-ap across the partition")
 	}
-	if _, _, err := write(ctx, c, c.URL(wan.AP, "e-ap"), "wanpartition/cut", map[string]any{"n": 2}); err == nil {
+	// The edge answers 503 no_leader after its own wait (5 s); 2 s of it
+	// are enough to see that the write does not go through.
+	cutCtx, cutCancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cutCancel()
+	if _, took, err := write(cutCtx, c, c.URL(wan.AP, "e-ap"), "wanpartition/cut", map[string]any{"n": 2}); err == nil {
 		t.Error("a write through the cut-off e-ap succeeded")
+	} else {
+		t.Logf("a write through the cut-off e-ap failed after %v: %v", took.Round(time.Millisecond), err)
 	}
 	heal()
 	took, err := retryWrite(ctx, c, c.URL(wan.AP, "e-ap"), "wanpartition/healed", 15*time.Second)
