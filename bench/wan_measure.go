@@ -188,7 +188,7 @@ func startWANEnv(ctx context.Context, o *options, bin, proxy, dir string, args [
 	logf("starting the WAN cluster in %s (node args %q)", dir, args)
 	c, err := wan.Start(ctx, wan.Options{
 		Bin: bin, ProxyBin: proxy, Dir: dir, Profile: o.wan.profile(), NodeArgs: args,
-		Logf: func(format string, a ...any) { logf("wan: "+format, a...) },
+		Logf: logf,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the WAN cluster: %w", err)

@@ -108,14 +108,11 @@ func writeWANReport(w io.Writer, rep *wanReport) {
 		}
 	}
 	fmt.Fprintln(w)
-	head, _ := json.Marshal(rep)
-	fmt.Fprintf(w, "%s\n", head)
+	enc := json.NewEncoder(w) // one line per value
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(rep)
 	for _, r := range rep.Rows {
-		b, err := json.Marshal(r)
-		if err != nil {
-			continue
-		}
-		fmt.Fprintf(w, "%s\n", b)
+		_ = enc.Encode(r)
 	}
 }
 
