@@ -404,7 +404,8 @@ func Start(cfg Config) (*Node, error) {
 		n.printDevBanner()
 	}
 	logger.Info("node started", "http", cfg.AdvertiseHTTP, "raft", cfg.AdvertiseRaft, "edge", cfg.Edge, "join", strings.Join(cfg.Join, ","),
-		"raftTLS", tlsc.raft != nil, "connectTo", raftstore.FormatConnectTo(cfg.ConnectTo))
+		"raftTLS", tlsc.raft != nil, "connectTo", raftstore.FormatConnectTo(cfg.ConnectTo),
+		"raftTuning", n.Store.Tuning().String())
 	return n, nil
 }
 

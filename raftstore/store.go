@@ -225,6 +225,9 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.RaftAdvertise == "" {
 		cfg.RaftAdvertise = cfg.RaftBind
 	}
+	if err := cfg.Tuning.Validate(); err != nil {
+		return nil, fmt.Errorf("raftstore: %w", err)
+	}
 	cfg.Tuning = cfg.Tuning.withDefaults()
 	logger := cfg.Logger
 	for from, to := range cfg.ConnectTo {

@@ -47,6 +47,8 @@ Usage:
                  [--trusted-proxies CIDR[,CIDR]] [--cors-origins URL[,URL]] [--changelog-retention 1h] [--fcm-endpoint URL] [--push-inflight 8] [--log-level info]
                  [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
                  [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
+                 [--wan] [--raft-heartbeat-timeout D] [--raft-election-timeout D]
+                 [--raft-leader-lease-timeout D] [--raft-commit-timeout D] [--raft-trailing-logs N]
                  [--connect-to FROM=TO[,FROM=TO]] [--pprof-addr 127.0.0.1:6060]
   edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json] [--ca-file FILE]
   edgebase project set-owner --server URL --admin-token T --project ID --email E [--ca-file FILE]
@@ -167,6 +169,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve")
 	var cfg node.Config
+	var wan bool
 	var join, logLevel, trustedProxies, corsOrigins, pprofAddr, privateHosts, privateWebhooks string
 	limits := auth.DefaultLimits()
 	fs.StringVar(&cfg.NodeID, "node-id", "", "stable node id (default: generated and kept in the data dir)")
@@ -214,9 +217,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.AuditRetention, "audit-retention", auth.DefaultAuditRetention, "how long the security audit log keeps an entry")
 	// Raft tuning (operators rarely need these; tests make snapshots frequent).
 	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")
-	fs.Uint64Var(&cfg.Tuning.TrailingLogs, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 10240)")
+	fs.Uint64Var(&cfg.Tuning.TrailingLogs, "raft-trailing-logs", 0, "log entries kept after a snapshot, so a follower or edge that was away catches up from the log instead of a snapshot (default 10240; --wan 50000)")
 	fs.DurationVar(&cfg.Tuning.SnapshotInterval, "raft-snapshot-interval", 0, "how often to check whether to snapshot (default 60s)")
-	fs.DurationVar(&cfg.Tuning.ElectionTimeout, "raft-election-timeout", 0, "election and heartbeat timeout (default 1s)")
+	fs.DurationVar(&cfg.Tuning.ElectionTimeout, "raft-election-timeout", 0, "how long a candidate waits for votes before it tries again; without --raft-heartbeat-timeout it sets that too (default 1s; --wan 1.5s)")
+	fs.DurationVar(&cfg.Tuning.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "how long a follower goes without hearing from the leader before it campaigns (randomised up to twice this; the leader sends a heartbeat every tenth of it); at most the election timeout (default: the election timeout; --wan 1s)")
+	fs.DurationVar(&cfg.Tuning.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "a leader that has not heard from a quorum for this long steps down; at most the heartbeat timeout (default: half the heartbeat timeout; --wan 750ms)")
+	fs.DurationVar(&cfg.Tuning.CommitTimeout, "raft-commit-timeout", 0, "longest wait before the leader sends an append without new entries, which is how followers and edges learn the commit index: it bounds the delivery delay at an edge (default 5ms)")
+	fs.BoolVar(&wan, "wan", false, "Raft timings for members up to ~250 ms round trip apart (regions on several continents): heartbeat 1s, election 1.5s, leader lease 750ms (3 round trips), commit 5ms, max append entries 512, trailing logs 50000 (a cut-off edge catches up from the log); explicit --raft-* flags override it (docs/operations.md)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "PEM certificate: serve HTTPS on --http-addr (with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.TLSCAFile, "tls-ca", "", "PEM bundle node-to-node HTTPS calls trust (default: the system roots)")
@@ -235,6 +242,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if len(connect) > 0 {
 		cfg.ConnectTo = connect
 	}
+	tuning, err := resolveTuning(cfg.Tuning, wan)
+	if err != nil {
+		return usageError(err.Error())
+	}
+	cfg.Tuning = tuning
 	if limits.RegisterPerAddr.Max < 0 || limits.RegisterPerProject.Max < 0 {
 		return usageError("--register-limit-addr and --register-limit-project must be 0 (no limit) or more")
 	}
@@ -307,6 +319,55 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	})
 	defer slow.Stop()
 	return n.Close(ctx)
+}
+
+// resolveTuning applies the --wan preset under the --raft-* flags given
+// (non-zero) and checks the result: explicit flags override the preset; the
+// election timeout alone still sets the heartbeat timeout too; a value the
+// preset derives from an overridden one (the lease from the heartbeat) is
+// derived again. It returns the effective timings.
+func resolveTuning(t raftstore.Tuning, wan bool) (raftstore.Tuning, error) {
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"--raft-heartbeat-timeout", t.HeartbeatTimeout}, {"--raft-election-timeout", t.ElectionTimeout},
+		{"--raft-leader-lease-timeout", t.LeaderLeaseTimeout}, {"--raft-commit-timeout", t.CommitTimeout}, {"--raft-snapshot-interval", t.SnapshotInterval}} {
+		if f.v < 0 {
+			return t, fmt.Errorf("%s %v is negative", f.name, f.v)
+		}
+	}
+	if t.HeartbeatTimeout > 0 && t.ElectionTimeout > 0 && t.HeartbeatTimeout > t.ElectionTimeout {
+		return t, fmt.Errorf("--raft-heartbeat-timeout %v is longer than --raft-election-timeout %v", t.HeartbeatTimeout, t.ElectionTimeout)
+	}
+	if wan {
+		p := raftstore.WANTuning()
+		switch {
+		case t.HeartbeatTimeout == 0 && t.ElectionTimeout == 0:
+			t.HeartbeatTimeout, t.ElectionTimeout = p.HeartbeatTimeout, p.ElectionTimeout
+			if t.LeaderLeaseTimeout == 0 {
+				t.LeaderLeaseTimeout = p.LeaderLeaseTimeout
+			}
+		case t.ElectionTimeout == 0:
+			t.ElectionTimeout = max(p.ElectionTimeout, t.HeartbeatTimeout)
+		}
+		if t.CommitTimeout == 0 {
+			t.CommitTimeout = p.CommitTimeout
+		}
+		if t.MaxAppendEntries == 0 {
+			t.MaxAppendEntries = p.MaxAppendEntries
+		}
+		if t.TrailingLogs == 0 {
+			t.TrailingLogs = p.TrailingLogs
+		}
+	}
+	eff := t.Effective()
+	if t.LeaderLeaseTimeout > 0 && t.LeaderLeaseTimeout > eff.HeartbeatTimeout {
+		return t, fmt.Errorf("--raft-leader-lease-timeout %v is longer than the heartbeat timeout %v", t.LeaderLeaseTimeout, eff.HeartbeatTimeout)
+	}
+	if err := eff.Validate(); err != nil {
+		return t, fmt.Errorf("--raft-* timings: %w", err)
+	}
+	return eff, nil
 }
 
 // connectToFlag collects --connect-to values (and EDGEBASE_CONNECT_TO): each

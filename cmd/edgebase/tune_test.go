@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/edgebase/edgebase/raftstore"
 )
 
 // --connect-to is checked before anything starts: bad syntax or an address
@@ -50,5 +53,64 @@ func TestConnectToFlagMerges(t *testing.T) {
 	}
 	if got := c.String(); got != "a:1=b:2,c:3=d:4" {
 		t.Fatalf("merged --connect-to = %q", got)
+	}
+}
+
+func TestResolveTuning(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name     string
+		in       raftstore.Tuning
+		wan      bool
+		hb, el   time.Duration
+		lease    time.Duration
+		commit   time.Duration
+		trailing uint64
+		maxApp   int
+	}{
+		{"defaults", raftstore.Tuning{}, false, 1000 * ms, 1000 * ms, 500 * ms, 5 * ms, 10240, 512},
+		{"election alone sets both", raftstore.Tuning{ElectionTimeout: 300 * ms}, false, 300 * ms, 300 * ms, 150 * ms, 5 * ms, 10240, 512},
+		{"wan preset", raftstore.Tuning{}, true, 1000 * ms, 1500 * ms, 750 * ms, 5 * ms, 50000, 512},
+		{"wan, election alone still sets both", raftstore.Tuning{ElectionTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 5 * ms, 50000, 512},
+		{"wan, heartbeat alone", raftstore.Tuning{HeartbeatTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 5 * ms, 50000, 512},
+		{"wan, explicit flags win", raftstore.Tuning{HeartbeatTimeout: 800 * ms, ElectionTimeout: 1200 * ms, LeaderLeaseTimeout: 400 * ms, CommitTimeout: 2 * ms, TrailingLogs: 7},
+			true, 800 * ms, 1200 * ms, 400 * ms, 2 * ms, 7, 512},
+		{"wan, lease alone", raftstore.Tuning{LeaderLeaseTimeout: 900 * ms}, true, 1000 * ms, 1500 * ms, 900 * ms, 5 * ms, 50000, 512},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolveTuning(tc.in, tc.wan)
+			if err != nil {
+				t.Fatalf("resolveTuning: %v", err)
+			}
+			if got.HeartbeatTimeout != tc.hb || got.ElectionTimeout != tc.el || got.LeaderLeaseTimeout != tc.lease || got.CommitTimeout != tc.commit ||
+				got.TrailingLogs != tc.trailing || got.MaxAppendEntries != tc.maxApp {
+				t.Fatalf("resolveTuning = %v", got)
+			}
+		})
+	}
+}
+
+func TestTuningFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"lease over heartbeat", []string{"--raft-heartbeat-timeout", "500ms", "--raft-leader-lease-timeout", "600ms"}, "--raft-leader-lease-timeout 600ms is longer than the heartbeat timeout 500ms"},
+		{"lease over the wan heartbeat", []string{"--wan", "--raft-leader-lease-timeout", "2s"}, "--raft-leader-lease-timeout 2s is longer than the heartbeat timeout 1s"},
+		{"heartbeat over election", []string{"--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, "--raft-heartbeat-timeout 2s is longer than --raft-election-timeout 1s"},
+		{"negative heartbeat", []string{"--raft-heartbeat-timeout", "-1s"}, "--raft-heartbeat-timeout -1s is negative"},
+		{"negative commit", []string{"--wan", "--raft-commit-timeout", "-5ms"}, "--raft-commit-timeout -5ms is negative"},
+		{"negative lease", []string{"--raft-leader-lease-timeout", "-1ms"}, "--raft-leader-lease-timeout -1ms is negative"},
+		{"too short", []string{"--raft-election-timeout", "1ms"}, "at least 5ms"},
+		{"not a duration", []string{"--raft-commit-timeout", "soon"}, "raft-commit-timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runCLI(t, append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...)...)
+			if code != 2 || !strings.Contains(errs, tc.msg) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errs, tc.msg)
+			}
+		})
 	}
 }
