@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // Node-to-node dialing. Every outgoing connection this node makes to another
@@ -141,4 +143,54 @@ func (s *Store) internalClient() *http.Client {
 		TLSClientConfig:     s.cfg.HTTPTLS,
 		TLSHandshakeTimeout: 10 * time.Second,
 	}}
+}
+
+// warmLeaderTimeout bounds the call that opens a connection to a new leader.
+const warmLeaderTimeout = 2 * time.Second
+
+// warmLeaders opens a kept-alive connection to each new leader as soon as
+// this node learns of it (a cheap status call), so that the first forwarded
+// write or read index after a failover does not pay the TCP (and TLS)
+// handshake across the WAN. It returns when the store stops.
+func (s *Store) warmLeaders() {
+	defer s.wg.Done()
+	ch := make(chan raft.Observation, 4)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	s.raft.RegisterObserver(obs)
+	defer s.raft.DeregisterObserver(obs)
+	// Calls end when the store stops.
+	life, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-s.stop:
+		case <-life.Done():
+		}
+		stop()
+	}()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case o := <-ch:
+			lo, _ := o.Data.(raft.LeaderObservation)
+			id := string(lo.LeaderID)
+			if id == "" || id == s.cfg.NodeID {
+				continue
+			}
+			base, err := s.nodeHTTPAddr(id)
+			if err != nil || base == "" {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(life, warmLeaderTimeout)
+			var st selfStatus
+			if _, err := s.internalCall(ctx, base, "status", nil, &st); err != nil {
+				s.logger.Debug("could not reach the new leader ahead of forwarding", "leader", id, "err", err)
+			}
+			cancel()
+		}
+	}
 }

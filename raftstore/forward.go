@@ -114,7 +114,12 @@ func (s *Store) internalCall(ctx context.Context, base, endpoint string, body []
 		}
 		return true, err
 	}
-	defer func() { _ = resp.Body.Close() }()
+	defer func() {
+		// Read to the end (a little more at most) so that the connection
+		// goes back to the pool instead of being closed.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+	}()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxEntrySize*2))
 	if err != nil {
 		return true, fmt.Errorf("read internal response: %w", err)

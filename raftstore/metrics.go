@@ -49,7 +49,11 @@ func (s *Store) startMetrics() error {
 	if m == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{m.applyDuration, m.leaderChanges, newStoreCollector(s)} {
+	forwardConns := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "edgebase_forward_connections_total",
+		Help: "Connections this node dialed for its internal calls to other members (forwarded writes, read index, join, status); they are kept alive and reused, so this grows with new leaders and broken connections, not with calls.",
+	}, func() float64 { return float64(s.forwardConns.Load()) })
+	for _, c := range []prometheus.Collector{m.applyDuration, m.leaderChanges, forwardConns, newStoreCollector(s)} {
 		if err := m.reg.Register(c); err != nil {
 			return fmt.Errorf("raftstore: register metrics: %w", err)
 		}

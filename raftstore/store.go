@@ -360,6 +360,8 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.wg.Add(1)
+	go s.warmLeaders()
+	s.wg.Add(1)
 	go s.watchMembership()
 	s.wg.Add(1)
 	go s.watchTxnEncoding()
