@@ -54,6 +54,9 @@ type wanOptions struct {
 
 	argsFlag    string
 	measureFlag string
+	// linksSimulated: set when a cluster starts (the binary has
+	// --connect-to).
+	linksSimulated bool
 }
 
 // wanDefaultSamples and wanQuickSamples are --wan-samples' defaults
@@ -191,6 +194,7 @@ func runWAN(ctx context.Context, o *options, root string, stdout, stderr io.Writ
 	}
 	rows, err := measureWAN(ctx, o, bin, proxy, tmp, rep, logf)
 	rep.Rows = rows
+	rep.LinksSimulated = o.wan.linksSimulated
 	rep.Seconds = round(time.Since(started).Seconds(), 1)
 	if err != nil {
 		rep.Failed = err.Error()

@@ -210,6 +210,7 @@ func startWANEnv(ctx context.Context, o *options, bin, proxy, dir string, args [
 	}
 	e.pr.ID, e.pr.APIKey = c.Project()
 	e.pr.Token = c.OwnerToken()
+	o.wan.linksSimulated = c.NodeLinksSimulated()
 	if !c.NodeLinksSimulated() {
 		logf("WARNING: %s has no --connect-to: node-to-node traffic bypasses the simulated WAN", bin)
 	}

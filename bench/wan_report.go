@@ -21,8 +21,11 @@ type wanReport struct {
 	Profile wan.Profile `json:"-"`
 	Args    []string    `json:"nodeArgs"`
 	Samples int         `json:"samples"`
-	Rows    []*wanRow   `json:"-"`
-	Failed  string      `json:"failed,omitempty"`
+	// LinksSimulated: the binary has --connect-to, so node-to-node
+	// traffic crosses the simulated WAN too (not only the clients').
+	LinksSimulated bool      `json:"nodeLinksSimulated"`
+	Rows           []*wanRow `json:"-"`
+	Failed         string    `json:"failed,omitempty"`
 }
 
 // wanCell is one measurement's figures for one client region.
@@ -88,6 +91,9 @@ func writeWANReport(w io.Writer, rep *wanReport) {
 		args = "(none)"
 	}
 	fmt.Fprintf(w, "`%s`: node args %s; %d samples per region per latency row, sequential per client; %.0f s.\n\n", rep.Command, args, rep.Samples, rep.Seconds)
+	if !rep.LinksSimulated {
+		fmt.Fprintf(w, "**The binary has no --connect-to: node-to-node traffic bypassed the simulated WAN; only the clients' links were simulated.**\n\n")
+	}
 	writeWANTable(w, rep.Rows)
 	var notes []string
 	for _, r := range rep.Rows {

@@ -145,11 +145,11 @@ func wanProxyBinary(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv(testbin.DirEnv)
 	if dir == "" {
-		t.Skipf("TestRobustnessWAN needs the wanproxy binary of `make test-bins` in $%s (unset)", testbin.DirEnv)
+		t.Skipf("the WAN robustness tests need the wanproxy binary of `make test-bins` in $%s (unset)", testbin.DirEnv)
 	}
 	p := filepath.Join(dir, "wanproxy")
 	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-		t.Skipf("TestRobustnessWAN needs %s (`make test-bins TEST_BIN_DIR=%s` builds it): %v", p, dir, err)
+		t.Skipf("the WAN robustness tests need %s (`make test-bins TEST_BIN_DIR=%s` builds it): %v", p, dir, err)
 	}
 	return p
 }
