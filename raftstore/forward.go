@@ -24,14 +24,19 @@ const SecretHeader = "X-Edgebase-Cluster-Secret"
 // InternalPrefix is where InternalHandler is mounted.
 const InternalPrefix = "/internal/"
 
-// coalescer shares one in-flight call among concurrent callers. A caller only
-// joins a call that has not started yet, so the call's result is taken after
-// the caller arrived: exactly what a read index needs.
+// coalescer shares read-index rounds among concurrent callers. A caller
+// only joins a round that has not started yet, so the round's result is
+// taken after the caller arrived: exactly what a read index needs. The
+// pending round starts at once while fewer than max rounds are in flight, so
+// a caller waits about one round (one round trip to the leader), not the rest
+// of the round in flight and then its own; callers arriving while max rounds
+// are in flight share the next one, which starts when one of them ends.
 type coalescer struct {
 	fn      func(context.Context) (uint64, error)
+	max     int // rounds in flight at most (at least 1)
 	mu      sync.Mutex
-	next    *coalescedCall
-	running bool
+	pending *coalescedCall // not started yet: newcomers join it
+	running int
 }
 
 type coalescedCall struct {
@@ -40,20 +45,26 @@ type coalescedCall struct {
 	err  error
 }
 
+// maxReadIndexRounds is how many read-index rounds a node runs at once. Each
+// costs the leader one heartbeat round (VerifyLeader) or one internal call:
+// a few overlap so that a read never waits for a round that started before
+// it, and beyond them reads share.
+const maxReadIndexRounds = 4
+
+// roundTimeout bounds one round (fn's own attempts are shorter).
+const roundTimeout = 5 * time.Second
+
 func newCoalescer(fn func(context.Context) (uint64, error)) *coalescer {
-	return &coalescer{fn: fn}
+	return &coalescer{fn: fn, max: maxReadIndexRounds}
 }
 
 func (c *coalescer) do(ctx context.Context) (uint64, error) {
 	c.mu.Lock()
-	if c.next == nil {
-		c.next = &coalescedCall{done: make(chan struct{})}
+	if c.pending == nil {
+		c.pending = &coalescedCall{done: make(chan struct{})}
 	}
-	call := c.next
-	if !c.running {
-		c.running = true
-		go c.loop()
-	}
+	call := c.pending
+	c.startLocked()
 	c.mu.Unlock()
 	select {
 	case <-call.done:
@@ -63,22 +74,26 @@ func (c *coalescer) do(ctx context.Context) (uint64, error) {
 	}
 }
 
-func (c *coalescer) loop() {
-	for {
-		c.mu.Lock()
-		call := c.next
-		c.next = nil
-		if call == nil {
-			c.running = false
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		call.idx, call.err = c.fn(ctx)
-		cancel()
-		close(call.done)
+// startLocked starts the pending round if there is one and room for it.
+func (c *coalescer) startLocked() {
+	if c.pending == nil || c.running >= max(c.max, 1) {
+		return
 	}
+	call := c.pending
+	c.pending = nil
+	c.running++
+	go c.run(call)
+}
+
+func (c *coalescer) run(call *coalescedCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	call.idx, call.err = c.fn(ctx)
+	cancel()
+	close(call.done)
+	c.mu.Lock()
+	c.running--
+	c.startLocked()
+	c.mu.Unlock()
 }
 
 // leaderURL returns the leader's HTTP base URL, or errRetry while none is known.

@@ -494,10 +494,13 @@ func (g *gatedFn) fn(ctx context.Context) (uint64, error) {
 	}
 }
 
+// With one round in flight at most, callers arriving during a round share
+// the next one.
 func TestCoalescer_SharesOneCallAmongWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gatedFn{release: make(chan struct{})}
 		c := newCoalescer(g.fn)
+		c.max = 1
 		ctx := context.Background()
 
 		first := make(chan uint64, 1)
