@@ -33,6 +33,10 @@ type conn struct {
 	cancel  context.CancelFunc
 	out     *outQueue
 	watches []string // the system documents it watches (Server.open)
+	// minRev is the connection's session revision (X-Min-Revision or
+	// ?minRevision of the upgrade): every subscription's snapshot or
+	// replay waits until the node has applied it.
+	minRev uint64
 
 	mu        sync.Mutex
 	principal *auth.Principal
@@ -405,6 +409,18 @@ func (c *conn) subscribe(m clientMsg) {
 		c.sendError(m.ID, "invalid_path", err.Error())
 		return
 	}
+	minRev, err := parseMinRevision(m.MinRevision)
+	if err != nil {
+		c.enqueue(encode(errorMsg{Op: "error", ID: m.ID, Code: "invalid_argument", Message: err.Error(), Field: "minRevision"}))
+		return
+	}
+	minRev = max(minRev, c.minRev)
+	if m.Since != nil {
+		// The subscriber holds everything up to since (from this or
+		// another node): a replay or a snapshot from a node behind it
+		// would take it back in time.
+		minRev = max(minRev, *m.Since)
+	}
 	c.mu.Lock()
 	if _, dup := c.subs[m.ID]; dup {
 		c.mu.Unlock()
@@ -425,16 +441,43 @@ func (c *conn) subscribe(m clientMsg) {
 	s.syncMu.Lock()
 	c.mu.Unlock()
 	if q != nil {
-		go c.startQuerySub(s, m.Since)
+		go c.startQuerySub(s, m.Since, minRev)
 		return
 	}
-	go c.startSub(s, m.Collection, m.Since)
+	go c.startSub(s, m.Collection, m.Since, minRev)
+}
+
+// awaitRevision waits, bounded by ReadTimeout, until the node has applied
+// minRev; false when it did not (the subscription is then refused with
+// unavailable) or the subscription ended meanwhile. It runs before the
+// subscription is registered with its shard, so no changes pile up for
+// it while it waits.
+func (c *conn) awaitRevision(s *sub, minRev uint64) bool {
+	if minRev == 0 || c.srv.store.AppliedIndex() >= minRev {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, c.srv.cfg.ReadTimeout)
+	defer cancel()
+	err := c.srv.store.WaitApplied(ctx, minRev)
+	if s.ctx.Err() != nil {
+		return false
+	}
+	if err != nil || c.srv.store.AppliedIndex() < minRev {
+		c.srv.logger.Debug("realtime subscription: minRevision not reached", "min_revision", minRev,
+			"applied", c.srv.store.AppliedIndex(), "err", err)
+		c.dropSub(s, "unavailable", fmt.Sprintf("this node has not reached revision %d in time; retry, or use another node", minRev))
+		return false
+	}
+	return true
 }
 
 // startSub checks access, registers the subscription (holding its changes),
 // sends the snapshot or the replay, then lets the held changes through.
-func (c *conn) startSub(s *sub, collection string, since *uint64) {
+func (c *conn) startSub(s *sub, collection string, since *uint64, minRev uint64) {
 	defer s.syncMu.Unlock()
+	if !c.awaitRevision(s, minRev) {
+		return
+	}
 	seq := c.access.Load()
 	p := c.currentPrincipal()
 	rules, err := c.srv.rules(p)

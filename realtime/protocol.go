@@ -3,6 +3,7 @@ package realtime
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ type clientMsg struct {
 	Collection string  `json:"collection"`
 	Prefix     bool    `json:"prefix"`
 	Since      *uint64 `json:"since"`
+	// MinRevision: start the snapshot or replay only once the node has
+	// applied this revision (session consistency). Raw so that a bad value
+	// is refused with invalid_argument rather than as unreadable JSON.
+	MinRevision json.RawMessage `json:"minRevision"`
 	// Query is a live query (query.Query's JSON) instead of Collection.
 	Query     json.RawMessage `json:"query"`
 	Token     string          `json:"token"`
@@ -40,6 +45,35 @@ type docOut struct {
 	CreateTime string          `json:"createTime"`
 	UpdateTime string          `json:"updateTime"`
 }
+
+// parseMinRevision reads a minRevision value: a JSON number or a decimal
+// string, a non-negative integer that fits in 64 bits; null or absent is 0.
+func parseMinRevision(raw json.RawMessage) (uint64, error) {
+	v := strings.TrimSpace(string(raw))
+	if v == "" || v == "null" {
+		return 0, nil
+	}
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	return parseRevision(v)
+}
+
+// parseRevision parses a revision as decimal digits only (no sign, no
+// exponent, no fraction): what X-Min-Revision and ?minRevision carry.
+func parseRevision(v string) (uint64, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, errBadRevision
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, errBadRevision
+	}
+	return n, nil
+}
+
+var errBadRevision = errors.New("minRevision must be a non-negative integer below 2^64")
 
 func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 

@@ -205,8 +205,11 @@ func (q *querySub) entry(v *view, d *raftstore.Document) (qdoc, bool) {
 
 // startQuerySub registers a live query (holding its changes), sends its
 // snapshot or resume, then lets the held changes through.
-func (c *conn) startQuerySub(s *sub, since *uint64) {
+func (c *conn) startQuerySub(s *sub, since *uint64, minRev uint64) {
 	defer s.syncMu.Unlock()
+	if !c.awaitRevision(s, minRev) {
+		return
+	}
 	seq := c.access.Load()
 	p := c.currentPrincipal()
 	rules, err := c.srv.rules(p)

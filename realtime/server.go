@@ -34,6 +34,8 @@ type Store interface {
 	SnapshotRead(path string, prefix bool, pageSize int, fn func(rev uint64, docs []*raftstore.Document) error) (uint64, error)
 	ChangesSince(since uint64, max int) ([]raftstore.Event, uint64, error)
 	WaitRead(ctx context.Context, c raftstore.Consistency, minRev uint64) error
+	// WaitApplied returns once the node has applied idx (or ctx ends).
+	WaitApplied(ctx context.Context, idx uint64) error
 	AppliedIndex() uint64
 	Query(ctx context.Context, req raftstore.QueryRequest) (*raftstore.QueryResult, error)
 }
@@ -73,6 +75,10 @@ type Config struct {
 	// without a usable index (default raftstore.DefaultQueryScanLimit, as
 	// --query-scan-limit for POST /api/db/query).
 	QueryScanLimit int
+	// ReadTimeout bounds how long a subscription waits for the node to
+	// apply its minRevision (or since) before it is refused with
+	// unavailable (default 5 s, as the REST API's read timeout).
+	ReadTimeout time.Duration
 	// Origins are the operator's browser origins, allowed for every project
 	// besides those the project lists (each canonical: auth.CanonicalOrigin).
 	Origins []string
@@ -102,6 +108,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AuthTimeout <= 0 {
 		c.AuthTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 5 * time.Second
 	}
 	if c.QueryScanLimit <= 0 {
 		c.QueryScanLimit = raftstore.DefaultQueryScanLimit
@@ -234,6 +243,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 			return &httpError{http.StatusBadRequest, "invalid_argument", "credentials are never accepted in the URL; send headers or an auth message"}
 		}
 	}
+	minRev, err := upgradeMinRevision(r)
+	if err != nil {
+		return err
+	}
 	var p *auth.Principal
 	token := bearer(r)
 	if token != "" || r.Header.Get("X-Project-Id") != "" {
@@ -266,14 +279,36 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	// connection's life, its deep stack and the request's buffers (some
 	// 10 KiB), which the hijack made useless. That is what an idle
 	// subscriber costs.
-	go s.serveConn(ws, cw.conn, p, token, r.Header.Get("Origin"), r.Host)
+	go s.serveConn(ws, cw.conn, p, token, r.Header.Get("Origin"), r.Host, minRev)
 	return nil
+}
+
+// upgradeMinRevision reads the connection's session revision: header
+// X-Min-Revision, or query minRevision for browsers (which cannot set
+// headers on a WebSocket); when both are given the higher one counts.
+func upgradeMinRevision(r *http.Request) (uint64, error) {
+	var out uint64
+	if v := r.Header.Get("X-Min-Revision"); v != "" {
+		n, err := parseRevision(v)
+		if err != nil {
+			return 0, &httpError{http.StatusBadRequest, "invalid_argument", "X-Min-Revision must be a non-negative integer below 2^64"}
+		}
+		out = n
+	}
+	if q := r.URL.Query(); q.Has("minRevision") {
+		n, err := parseRevision(q.Get("minRevision"))
+		if err != nil {
+			return 0, &httpError{http.StatusBadRequest, "invalid_argument", "minRevision must be a non-negative integer below 2^64"}
+		}
+		out = max(out, n)
+	}
+	return out, nil
 }
 
 // serveConn sets up an upgraded connection, authenticating it by its first
 // message when the headers did not, and starts its reader.
-func (s *Server) serveConn(ws *websocket.Conn, cork *corkConn, p *auth.Principal, token, origin, host string) {
-	if c := s.open(ws, cork, p, token, origin, host); c != nil {
+func (s *Server) serveConn(ws *websocket.Conn, cork *corkConn, p *auth.Principal, token, origin, host string, minRev uint64) {
+	if c := s.open(ws, cork, p, token, origin, host, minRev); c != nil {
 		// A new goroutine, not this one: setting up (authentication,
 		// reads of the store) grew this one's stack to some 8 KiB, which
 		// the runtime gives back only by halves, one per GC. The reader
@@ -422,7 +457,7 @@ func (s *Server) originAllowed(o, host, pid string) bool {
 
 // open authenticates the connection by its first message if p is nil, and
 // registers it: nil when it ended meanwhile.
-func (s *Server) open(ws *websocket.Conn, cork *corkConn, p *auth.Principal, token, origin, host string) *conn {
+func (s *Server) open(ws *websocket.Conn, cork *corkConn, p *auth.Principal, token, origin, host string, minRev uint64) *conn {
 	cctx, cancel := context.WithCancel(s.ctx)
 	if p == nil {
 		var err error
@@ -434,7 +469,7 @@ func (s *Server) open(ws *websocket.Conn, cork *corkConn, p *auth.Principal, tok
 	}
 	sh := s.hub.shards[s.next.Add(1)%uint64(len(s.hub.shards))]
 	c := &conn{srv: s, ws: ws, cork: cork, shard: sh, token: token, pid: p.ProjectID, uid: p.UserID, ctx: cctx, cancel: cancel,
-		principal: p, subs: map[string]*sub{}, closing: make(chan struct{})}
+		principal: p, subs: map[string]*sub{}, closing: make(chan struct{}), minRev: minRev}
 	c.out = newOutQueue(s.cfg.QueueSize, func() { go c.writer() })
 	// Watched system documents: those whose change can end the session
 	// (access must be judged again), and the notification inbox.
