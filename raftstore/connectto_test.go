@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,10 +10,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/testpki"
+	"github.com/hashicorp/raft"
 )
 
 // relay is a counting TCP relay: every connection accepted on its address
@@ -282,5 +287,60 @@ func TestParseConnectTo(t *testing.T) {
 	_, err = Open(Config{NodeID: "n1", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", HTTPAdvertise: "http://127.0.0.1:1", ConnectTo: map[string]string{"a:1": "nope"}})
 	if err == nil {
 		t.Fatal("Open accepted ConnectTo a:1=nope")
+	}
+}
+
+// A Raft dial redirected by ConnectTo still verifies the TLS certificate
+// against the advertised name (FROM), not the address it dialed (TO).
+func TestConnectToRaftTLSVerifiesTheAdvertisedName(t *testing.T) {
+	ca := testpki.NewCA(t, "cluster CA")
+	for _, tc := range []struct {
+		serverName string
+		ok         bool
+	}{{"n1", true}, {"n2", false}} {
+		t.Run("server certificate for "+tc.serverName, func(t *testing.T) {
+			// Both certificates are valid for 127.0.0.1, the address dialed:
+			// only the advertised name n1 tells them apart.
+			c, k := ca.Issue(t, tc.serverName, tc.serverName)
+			cert, err := tls.X509KeyPair(c, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stls, err := raftTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca.Pool, ClientCAs: ca.Pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			server := &listenerLayer{secret: []byte("s3cret"), tls: stls}
+			addr, got := acceptOne(t, server, func(conn net.Conn) error {
+				buf := make([]byte, 5)
+				_, err := io.ReadFull(conn, buf)
+				return err
+			})
+			_, port, _ := net.SplitHostPort(addr)
+			advertised := net.JoinHostPort("n1", port)
+			client := &listenerLayer{Listener: server.Listener, secret: []byte("s3cret"), tls: mtlsConfig(t, ca, "n3"),
+				dial: connectTo(map[string]string{advertised: addr}, (&net.Dialer{}).DialContext)}
+			conn, err := client.Dial(raft.ServerAddress(advertised), 3*time.Second)
+			if err == nil {
+				_, _ = conn.Write([]byte("hello"))
+				defer func() { _ = conn.Close() }()
+			}
+			if tc.ok && err != nil {
+				t.Fatalf("dial %s via %s: %v", advertised, addr, err)
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "certificate")) {
+				t.Fatalf("dial %s via %s to a certificate for %s: %v, want a certificate error", advertised, addr, tc.serverName, err)
+			}
+			if tc.ok {
+				select {
+				case rerr := <-got:
+					if rerr != nil {
+						t.Fatalf("server read: %v", rerr)
+					}
+				case <-time.After(15 * time.Second):
+					t.Fatal("server side did not finish")
+				}
+			}
+		})
 	}
 }
