@@ -29,6 +29,10 @@ type Accounts struct {
 	APIKey    string
 	// HTTPClient makes the requests; http.DefaultClient if nil.
 	HTTPClient *http.Client
+	// Session, when set, is the client's consistency session (shared with
+	// Config.Session): GET requests carry X-Min-Revision and every
+	// answer's X-Revision is observed.
+	Session *SessionRevision
 }
 
 // APIError is a refusal of the accounts API: {"error":{"code","message",
@@ -115,6 +119,9 @@ func (a *Accounts) request(ctx context.Context, method, path, token string, body
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if method == http.MethodGet {
+		a.Session.setMinRevision(req.Header, 0)
+	}
 	hc := a.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
@@ -131,6 +138,7 @@ func (a *Accounts) request(ctx context.Context, method, path, token string, body
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return apiError(resp, b)
 	}
+	a.Session.observeHeader(resp.Header)
 	if out == nil {
 		return nil
 	}

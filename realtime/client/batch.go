@@ -75,6 +75,9 @@ func Batch(ctx context.Context, cfg Config, writes []Write) (*BatchResult, error
 		return nil, fmt.Errorf("edgebase: batch: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode == http.StatusOK {
+		cfg.Session.observeHeader(resp.Header)
+	}
 	if resp.StatusCode != http.StatusOK {
 		// Field names the refused write ("writes[3]"); nothing was written.
 		return nil, httpError(resp)
@@ -87,5 +90,6 @@ func Batch(ctx context.Context, cfg Config, writes []Write) (*BatchResult, error
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, fmt.Errorf("edgebase: batch: decode answer: %w", err)
 	}
+	cfg.Session.Observe(out.Revision)
 	return &out, nil
 }

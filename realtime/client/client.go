@@ -50,6 +50,15 @@ type Config struct {
 	Origin string
 	// HTTPClient makes the upgrade request; http.DefaultClient if nil.
 	HTTPClient *http.Client
+	// Session, when set, makes the connection and the REST helpers given
+	// this Config session-consistent: every subscribe carries minRevision
+	// = Session.Revision() (the node sends the snapshot or replay only
+	// once it has applied it), GetDoc sends X-Min-Revision, and the
+	// revisions the client sees (snapshots, changes, documents, the
+	// X-Revision of answers) are observed. Share one between Conns, REST
+	// helpers and Accounts, across nodes, to read your own writes
+	// anywhere.
+	Session *SessionRevision
 	// Logger receives connection events; discarded if nil.
 	Logger *slog.Logger
 

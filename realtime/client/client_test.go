@@ -48,9 +48,11 @@ type msg struct {
 	Collection string  `json:"collection"`
 	Prefix     bool    `json:"prefix"`
 	Since      *uint64 `json:"since"`
-	Token      string  `json:"token"`
-	ProjectID  string  `json:"projectId"`
-	APIKey     string  `json:"apiKey"`
+	// MinRevision is the session's revision (Config.Session).
+	MinRevision uint64 `json:"minRevision"`
+	Token       string `json:"token"`
+	ProjectID   string `json:"projectId"`
+	APIKey      string `json:"apiKey"`
 }
 
 // fconn is one accepted connection, seen from the server.

@@ -171,6 +171,8 @@ type subscribeMsg struct {
 	Prefix     bool            `json:"prefix,omitempty"`
 	Since      *uint64         `json:"since,omitempty"`
 	Query      json.RawMessage `json:"query,omitempty"`
+	// MinRevision: the session's revision (Config.Session).
+	MinRevision uint64 `json:"minRevision,omitempty"`
 }
 
 type idMsg struct {

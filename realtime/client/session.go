@@ -181,6 +181,7 @@ func (s *session) dispatch(f *frame) {
 		s.mu.Unlock()
 		return
 	case opNotification:
+		s.c.cfg.Session.Observe(f.Revision)
 		n := Notification{ID: f.ID, Title: f.Title, Body: f.Body, Data: nullToNil(f.Data), Revision: f.Revision}
 		select {
 		case s.c.notes <- n:
@@ -201,6 +202,10 @@ func (s *session) dispatch(f *frame) {
 		return
 	}
 	if sub := s.c.lookup(f.ID); sub != nil {
+		if f.Op != opError && f.Op != opUnsubscribed {
+			// A snapshot, resume or change: state the client has seen.
+			s.c.cfg.Session.Observe(f.Revision)
+		}
 		sub.handle(s, f)
 		return
 	}

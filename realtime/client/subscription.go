@@ -178,6 +178,7 @@ func (s *Subscription) sendSubscribe(ctx context.Context, sess *session) error {
 	if s.query != nil {
 		msg = subscribeMsg{Op: opSubscribe, ID: s.id, Query: s.query, Since: s.queryResumeFrom()}
 	}
+	msg.MinRevision = s.c.cfg.Session.Revision()
 	s.mu.Unlock()
 	if err := sess.send(ctx, msg); err != nil {
 		return err
