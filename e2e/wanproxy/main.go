@@ -4,6 +4,10 @@
 // latency toxics for the round trips between regions. It is a module of its
 // own so that toxiproxy's dependencies stay out of edgebase's go.mod.
 //
+// Besides toxiproxy's toxics it has "handshake" (handshake.go): the first
+// bytes of each connection wait one more round trip, as a TCP handshake
+// would make them.
+//
 // It serves toxiproxy's REST API (the routes of toxiproxy-server) on
 // -host:-port (port 0 picks a free one) and prints "api <host:port>" on
 // standard output, as one line, once the API accepts connections. It logs

@@ -208,7 +208,7 @@ func regionsOf(specs []NodeSpec) []Region {
 }
 
 func cloneProfile(p Profile) Profile {
-	out := Profile{RTT: make(map[[2]Region]time.Duration, len(p.RTT)), Jitter: p.Jitter}
+	out := Profile{RTT: make(map[[2]Region]time.Duration, len(p.RTT)), Jitter: p.Jitter, FreeConnect: p.FreeConnect}
 	for k, v := range p.RTT {
 		out.RTT[k] = v
 	}
@@ -296,8 +296,15 @@ func (c *Cluster) startProxy(ctx context.Context) error {
 		return err
 	}
 	for _, l := range c.links() {
-		for _, tc := range latencyToxics(c.profile, l.From, c.byID[l.To].spec.Region) {
-			if err := c.tp.addToxic(ctx, l.name(), tc); err != nil {
+		for _, tc := range linkToxics(c.profile, l.From, c.byID[l.To].spec.Region) {
+			err := c.tp.addToxic(ctx, l.name(), tc)
+			if err != nil && tc.Type == toxicHandshakeType && !c.profile.FreeConnect {
+				// A wanproxy built before the handshake toxic existed.
+				c.logf("wan: %s has no handshake toxic (rebuild it: make test-bins): new connections cost no round trip (%v)", c.o.ProxyBin, err)
+				c.profile.FreeConnect = true
+				err = nil
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -252,7 +252,7 @@ func (c *Cluster) SetJitter(frac float64) error {
 	p := cloneProfile(c.profile)
 	p.Jitter = frac
 	for _, l := range c.links() {
-		for _, tc := range latencyToxics(p, l.From, c.byID[l.To].spec.Region) {
+		for _, tc := range linkToxics(p, l.From, c.byID[l.To].spec.Region) {
 			if err := c.tp.updateToxic(ctx, l.name(), tc); err != nil {
 				return err
 			}

@@ -9,7 +9,9 @@
 // (R, N, raft|http), by `serve --connect-to N.addr=proxy.addr`; a client in
 // region R reaches N's HTTP port at URL(R, N), the (R, N, http) proxy. Each
 // proxy delays both directions by half the region pair's round trip (the
-// whole milliseconds; the odd one goes downstream), each ± Jitter of it.
+// whole milliseconds; the odd one goes downstream), each ± Jitter of it,
+// and (unless Profile.FreeConnect) holds the first bytes of each new
+// connection one more round trip, the cost of a TCP handshake.
 package wan
 
 import (
@@ -37,6 +39,12 @@ type Profile struct {
 	// Jitter is a fraction of each one-way latency, e.g. 0.10: each chunk
 	// of data is delayed by the latency ± up to Jitter × latency.
 	Jitter float64
+	// FreeConnect makes new connections free, as toxiproxy alone does (it
+	// accepts and dials its upstream at once). By default (false) the
+	// first bytes of each connection wait one more round trip (± twice
+	// the jitter), what a TCP handshake costs, so that reusing a
+	// connection pays off as it does on a real network.
+	FreeConnect bool
 }
 
 // PairKey is the key of RTT for regions a and b (sorted).

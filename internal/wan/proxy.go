@@ -54,19 +54,29 @@ type toxicConfig struct {
 	Attributes latencyAttrs `json:"attributes"`
 }
 
-// Toxic names: one latency toxic per direction of each proxy.
+// Toxic names: one latency toxic per direction of each proxy, and the
+// handshake toxic (e2e/wanproxy's own type) after the upstream one.
 const (
-	toxicUp   = "latency_up"
-	toxicDown = "latency_down"
+	toxicUp            = "latency_up"
+	toxicDown          = "latency_down"
+	toxicHandshake     = "handshake"
+	toxicHandshakeType = "handshake"
 )
 
-// latencyToxics are a link's two toxics for the profile.
-func latencyToxics(p Profile, from, to Region) []toxicConfig {
+// linkToxics are a link's toxics for the profile, in the order they must
+// be added: the latency of each direction, then (unless FreeConnect) the
+// handshake's round trip on the upstream one.
+func linkToxics(p Profile, from, to Region) []toxicConfig {
 	up, down, jitter := p.Latency(from, to)
-	return []toxicConfig{
+	out := []toxicConfig{
 		{Name: toxicUp, Type: "latency", Stream: "upstream", Toxicity: 1, Attributes: latencyAttrs{Latency: up, Jitter: jitter}},
 		{Name: toxicDown, Type: "latency", Stream: "downstream", Toxicity: 1, Attributes: latencyAttrs{Latency: down, Jitter: jitter}},
 	}
+	if !p.FreeConnect {
+		out = append(out, toxicConfig{Name: toxicHandshake, Type: toxicHandshakeType, Stream: "upstream", Toxicity: 1,
+			Attributes: latencyAttrs{Latency: up + down, Jitter: 2 * jitter}})
+	}
+	return out
 }
 
 // do sends body as JSON to the API and checks the status.

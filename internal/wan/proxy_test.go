@@ -58,7 +58,8 @@ func timedGet(hc *http.Client, url string) (time.Duration, error) {
 }
 
 // TestToxiproxyLink checks the proxies as the harness drives them: the
-// latency toxics add the round trip, disabling a proxy cuts it, enabling
+// latency toxics add the round trip, the handshake toxic one more on a new
+// connection, disabling a proxy cuts it, enabling
 // it again (on the same port) restores it, and an update changes the
 // latency.
 func TestToxiproxyLink(t *testing.T) {
@@ -78,17 +79,21 @@ func TestToxiproxyLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := Profile{RTT: map[[2]Region]time.Duration{PairKey(US, AP): 150 * time.Millisecond}}
-	for _, tc := range latencyToxics(p, US, AP) {
+	for _, tc := range linkToxics(p, US, AP) {
 		if err := tp.addToxic(ctx, name, tc); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
 	url := "http://" + listen + "/"
-	if _, err := timedGet(hc, url); err != nil { // opens the connection
+	d, err := timedGet(hc, url) // opens the connection: the handshake's round trip too
+	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := timedGet(hc, url)
+	if d < 295*time.Millisecond || d > 2*time.Second {
+		t.Errorf("GET on a new connection through the 150 ms proxy took %v, want two round trips", d)
+	}
+	d, err = timedGet(hc, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +114,7 @@ func TestToxiproxyLink(t *testing.T) {
 
 	p.RTT[PairKey(US, AP)] = 20 * time.Millisecond
 	p.Jitter = 0.5
-	for _, tc := range latencyToxics(p, US, AP) {
+	for _, tc := range linkToxics(p, US, AP) {
 		if err := tp.updateToxic(ctx, name, tc); err != nil {
 			t.Fatal(err)
 		}

@@ -60,11 +60,18 @@ func TestLatencySplitsTheRoundTrip(t *testing.T) {
 	if got := p.OneWay(AP, US); got != 75*time.Millisecond {
 		t.Errorf("OneWay(ap, us) = %v, want 75ms", got)
 	}
-	tox := latencyToxics(p, EU, AP)
-	if len(tox) != 2 || tox[0].Stream != "upstream" || tox[1].Stream != "downstream" ||
+	tox := linkToxics(p, EU, AP)
+	if len(tox) != 3 || tox[2] != (toxicConfig{Name: "handshake", Type: "handshake", Stream: "upstream", Toxicity: 1, Attributes: latencyAttrs{Latency: 220, Jitter: 22}}) {
+		t.Errorf("linkToxics(eu, ap): no handshake of one round trip after the latency: %+v", tox)
+	}
+	p.FreeConnect = true
+	if free := linkToxics(p, EU, AP); len(free) != 2 {
+		t.Errorf("linkToxics with FreeConnect: %+v, want the two latency toxics alone", free)
+	}
+	if len(tox) < 2 || tox[0].Stream != "upstream" || tox[1].Stream != "downstream" ||
 		tox[0].Attributes != (latencyAttrs{Latency: 110, Jitter: 11}) || tox[1].Attributes != (latencyAttrs{Latency: 110, Jitter: 11}) ||
 		tox[0].Type != "latency" || tox[0].Toxicity != 1 || tox[0].Name == tox[1].Name {
-		t.Errorf("latencyToxics(eu, ap) = %+v", tox)
+		t.Errorf("linkToxics(eu, ap) = %+v", tox)
 	}
 }
 
