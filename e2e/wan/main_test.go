@@ -4,8 +4,9 @@
 // for the whole package, and checks what an edge node buys.
 //
 // SHARING THE CLUSTER. Every test file of this package gets the one cluster
-// from sharedCluster(t): it is started on the first call (about 10-20 s)
-// and closed by TestMain after all tests. A test that changes the cluster
+// from sharedCluster(t): it is started on the first call (3-5 s; the whole
+// package takes about 20 s with -race) and closed by TestMain after all
+// tests. The project's owner (OwnerHeaders, OwnerToken) may do anything. A test that changes the cluster
 // must put it back before it returns: heal partitions (Heal), restore the
 // jitter (SetJitter(c.Profile() as started: 0.10)), restart killed nodes
 // (Restart) and wait until it is healthy again (WaitHealthy). Tests must not
@@ -14,10 +15,14 @@
 // test).
 //
 // ORDER. go test runs the files in name order and the tests of a file in
-// source order; wan_test.go's TestWANFailover kills the leader and runs
-// last of that file; it restores the cluster (Restart + WaitHealthy)
-// anyway, so tests of files that sort after wan_test.go still find all six
-// nodes healthy (with another leader, possibly).
+// source order. In wan_test.go: TestWANReads, TestWANForwardedWrite,
+// TestWANLiveDelivery (they only write), TestWANPartition (cuts ap off with
+// doubled jitter, then heals and restores the jitter), TestWANFailover
+// (kills the leader; last of the file). Each restores what it disturbed
+// (failover: Restart + WaitHealthy), so tests of files that sort after
+// wan_test.go still find all six nodes healthy, with another leader
+// possibly; files sorting before it (session_test.go) run on the fresh
+// cluster.
 //
 // The binaries come from $EDGEBASE_TEST_BIN_DIR (make test-bins builds
 // edgebase and wanproxy there); without them every test skips, saying so.
