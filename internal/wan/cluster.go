@@ -27,7 +27,7 @@ type Options struct {
 	Bin      string                           // edgebase binary (required)
 	ProxyBin string                           // wanproxy binary (required): toxiproxy server, module e2e/wanproxy
 	Dir      string                           // parent dir for data dirs and logs (required)
-	Profile  Profile                          // zero: DefaultProfile()
+	Profile  Profile                          // nil RTT: DefaultProfile() (with this FreeConnect)
 	Nodes    []NodeSpec                       // nil: DefaultTopology(); the first bootstraps and must be a voter
 	NodeArgs []string                         // extra serve flags for every node (e.g. "--wan")
 	Logf     func(format string, args ...any) // nil: discard
@@ -85,7 +85,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, errors.New("wan: Options.Bin, ProxyBin and Dir are required")
 	}
 	if o.Profile.RTT == nil {
+		free := o.Profile.FreeConnect
 		o.Profile = DefaultProfile()
+		o.Profile.FreeConnect = free
 	}
 	if o.Nodes == nil {
 		o.Nodes = DefaultTopology()
