@@ -91,6 +91,15 @@ export interface ClientOptions {
    * writes (db.set, update, deleteField, delete) durably: the app works offline. Default: none.
    */
   persistence?: Persistence;
+  /**
+   * Session consistency (default true): every read sends X-Min-Revision and every new
+   * subscription minRevision = the highest revision this client has seen, so it reads its
+   * own writes on any node (an edge waits until it has applied them). false: no such
+   * headers (the revision is still tracked).
+   */
+  session?: boolean;
+  /** Start the session at this revision: another client's sessionRevision, carried over. */
+  sessionRevision?: number;
 }
 
 /** Every failure of the SDK. */
@@ -1065,6 +1074,10 @@ export interface EdgebaseClient {
   writes: Writes;
   readonly url: string;
   readonly projectId: string;
+  /** The highest revision this client has seen (session consistency); 0 at first. */
+  readonly sessionRevision: number;
+  /** Records a revision seen elsewhere (never moves back); returns sessionRevision. */
+  observeRevision(revision: number): number;
   /** Resolves when every write to the persistent cache asked for so far is stored (at once without persistence). */
   flush(): Promise<void>;
   /**

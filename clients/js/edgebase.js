@@ -98,6 +98,12 @@ class Http {
 
   _headers() { return {}; }
 
+  /** Adds what a request needs besides credentials (session consistency). */
+  _readHeaders(_method, _path, _h) {}
+
+  /** Sees a successful answer (session consistency). */
+  _seen(_r) {}
+
   /**
    * One API call. Retries 429 and 503 (bounded, honouring Retry-After) only
    * when safe is true: reads and writes that carry If-Match. body is sent
@@ -119,11 +125,14 @@ class Http {
     else if (body !== undefined) payload = JSON.stringify(body);
     if (payload !== undefined) h['Content-Type'] = 'application/json';
     Object.assign(h, headers);
+    this._readHeaders(method, path, h);
     const init = { method, headers: h, body: payload };
     for (let attempt = 0; ; attempt++) {
       let err;
       try {
-        return await this._once(target, init, method, as);
+        const r = await this._once(target, init, method, as);
+        this._seen(r);
+        return r;
       } catch (e) {
         err = e;
       }
@@ -190,6 +199,17 @@ class Client extends Http {
     if (!o.projectId) throw new EdgebaseError({ code: 'invalid_argument', field: 'projectId', message: 'createClient needs a projectId' });
     this.projectId = o.projectId;
     this.apiKey = o.apiKey || '';
+    // Session consistency: the highest revision this client has seen;
+    // reads and new subscriptions ask the node for at least it.
+    this._session = o.session !== false;
+    this._sessionRev = 0;
+    if (o.sessionRevision != null) {
+      const n = Number(o.sessionRevision);
+      if (!Number.isSafeInteger(n) || n < 0) {
+        throw new EdgebaseError({ code: 'invalid_argument', field: 'sessionRevision', message: 'sessionRevision must be a non-negative integer' });
+      }
+      this._sessionRev = n;
+    }
     const adapter = adapterOf(o.persistence, o);
     /** The persistent cache, or null without the persistence option. */
     this._cache = adapter ? new Cache(adapter) : null;
@@ -219,6 +239,43 @@ class Client extends Http {
     const released = this.writes.close();
     this.auth._detach();
     return Promise.all([released, this._cache ? this._cache.flush() : null]).then(() => undefined);
+  }
+
+  /**
+   * The highest revision this client has seen (X-Revision of answers,
+   * revisions of documents, snapshot, resumed and change revisions on the
+   * socket): with session consistency on (the default) every read carries
+   * X-Min-Revision and every new subscription minRevision = it, so the
+   * client reads its own writes on any node. Pass it to another client as
+   * the sessionRevision option to carry the session over.
+   */
+  get sessionRevision() { return this._sessionRev; }
+
+  /** Records a revision the application saw elsewhere (never moves back); returns the session revision. */
+  observeRevision(rev) {
+    const n = Number(rev);
+    if (Number.isSafeInteger(n) && n > this._sessionRev) this._sessionRev = n;
+    return this._sessionRev;
+  }
+
+  _readHeaders(method, path, h) {
+    if (!this._session || !this._sessionRev) return;
+    // Reads: every GET, and the POST reads (queries).
+    if (method !== 'GET' && !/\/query$/.test(path)) return;
+    const explicit = Number(h['X-Min-Revision'] || 0);
+    h['X-Min-Revision'] = String(Math.max(explicit, this._sessionRev));
+  }
+
+  _seen(r) {
+    if (!r) return;
+    if (r.revision != null) this.observeRevision(r.revision);
+    const d = r.data;
+    if (!d || typeof d !== 'object') return;
+    if (typeof d.revision === 'number') this.observeRevision(d.revision);
+    for (const list of [d.documents, d.results]) {
+      if (!Array.isArray(list)) continue;
+      for (const x of list) if (x && typeof x.revision === 'number') this.observeRevision(x.revision);
+    }
   }
 
   _headers() {
@@ -2479,6 +2536,9 @@ class Realtime {
       return;
     }
     if (this._heard) this._heard();
+    // A snapshot, resume, change or notification: state this client has
+    // seen (ready's revision is only the node's).
+    if (m && typeof m.revision === 'number' && m.op !== 'ready' && m.op !== 'error') this._c.observeRevision(m.revision);
     switch (m.op) {
       case 'ready':
         this._ready = true;
@@ -2526,6 +2586,7 @@ class Realtime {
         qm.since = sub.baseRev;
       }
       sub.pending = [];
+      this._withSession(qm);
       this._send(qm);
       return;
     }
@@ -2538,7 +2599,14 @@ class Realtime {
       msg.since = sub.open && sub.rev > 0 ? sub.rev - 1 : sub.rev;
     }
     sub.pending = [];
+    this._withSession(msg);
     this._send(msg);
+  }
+
+  /** Session consistency: the node sends the snapshot or replay only once it has applied what this client has seen. */
+  _withSession(msg) {
+    const c = this._c;
+    if (c._session && c._sessionRev > 0) msg.minRevision = c._sessionRev;
   }
 
   /**

@@ -505,3 +505,11 @@ export async function triggers(c: EdgebaseClient): Promise<void> {
   const deleted: true = del.deleted;
   void [created, secret, rev, all, lag, lastError, more, replayed, deleted, dead[0]?.after, dead[0]?.attempts];
 }
+
+export function session(): void {
+  const a = createClient({ url: 'http://us.example', projectId: 'p' });
+  const b = createClient({ url: 'http://ap.example', projectId: 'p', sessionRevision: a.sessionRevision });
+  const off = createClient({ url: 'http://ap.example', projectId: 'p', session: false });
+  const r: number = b.observeRevision(42) + off.sessionRevision;
+  void r;
+}
