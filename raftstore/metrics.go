@@ -53,7 +53,11 @@ func (s *Store) startMetrics() error {
 		Name: "edgebase_forward_connections_total",
 		Help: "Connections this node dialed for its internal calls to other members (forwarded writes, read index, join, status); they are kept alive and reused, so this grows with new leaders and broken connections, not with calls.",
 	}, func() float64 { return float64(s.forwardConns.Load()) })
-	for _, c := range []prometheus.Collector{m.applyDuration, m.leaderChanges, forwardConns, newStoreCollector(s)} {
+	readIndexRounds := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "edgebase_read_index_rounds_total",
+		Help: "Read-index rounds this node ran for strong reads (on a follower or an edge, each is one round trip to the leader; concurrent reads share a round).",
+	}, func() float64 { return float64(s.readIndexRounds.Load()) })
+	for _, c := range []prometheus.Collector{m.applyDuration, m.leaderChanges, forwardConns, readIndexRounds, newStoreCollector(s)} {
 		if err := m.reg.Register(c); err != nil {
 			return fmt.Errorf("raftstore: register metrics: %w", err)
 		}

@@ -46,9 +46,13 @@ type Tuning struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 	MaxAppendEntries   int
-	SnapshotThreshold  uint64
-	SnapshotInterval   time.Duration
-	TrailingLogs       uint64
+	// MaxRPCsInFlight is how many appends the leader keeps in flight to
+	// one follower (raft.NetworkTransportConfig.MaxRPCsInFlight): 2 on a
+	// LAN (raft's default), more across a WAN (WANTuning).
+	MaxRPCsInFlight   int
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
 	// LogSegmentSize is the size of one Raft log segment file (raft-wal):
 	// DefaultLogSegmentSize unless set.
 	LogSegmentSize int
@@ -63,6 +67,7 @@ func DefaultTuning() Tuning {
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 		MaxAppendEntries:   512,
+		MaxRPCsInFlight:    2,
 		SnapshotThreshold:  16384,
 		SnapshotInterval:   60 * time.Second,
 		TrailingLogs:       10240,
@@ -86,6 +91,9 @@ func (t Tuning) withDefaults() Tuning {
 	}
 	if t.MaxAppendEntries == 0 {
 		t.MaxAppendEntries = d.MaxAppendEntries
+	}
+	if t.MaxRPCsInFlight == 0 {
+		t.MaxRPCsInFlight = d.MaxRPCsInFlight
 	}
 	if t.SnapshotThreshold == 0 {
 		t.SnapshotThreshold = d.SnapshotThreshold
@@ -179,6 +187,9 @@ type Store struct {
 	// forwardConns counts the connections internal calls dialed
 	// (edgebase_forward_connections_total).
 	forwardConns atomic.Uint64
+	// readIndexRounds counts fetchReadIndex calls
+	// (edgebase_read_index_rounds_total).
+	readIndexRounds atomic.Uint64
 
 	metrics *storeMetrics // nil: metrics off
 	opened  time.Time
@@ -285,6 +296,7 @@ func Open(cfg Config) (*Store, error) {
 		s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream: &listenerLayer{Listener: ln, advertise: adv, secret: []byte(cfg.Secret), tls: raftTLS,
 				dial: connectTo(cfg.ConnectTo, (&net.Dialer{}).DialContext)}, MaxPool: 8, Timeout: 10 * time.Second, Logger: hlog,
+			MaxRPCsInFlight: cfg.Tuning.Effective().MaxRPCsInFlight,
 		})
 	}
 
@@ -831,6 +843,7 @@ func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 // leader. Leadership is re-checked on every try, so a follower that wins the
 // election during the round answers as leader instead of asking itself.
 func (s *Store) fetchReadIndex(ctx context.Context) (uint64, error) {
+	s.readIndexRounds.Add(1)
 	for {
 		var idx uint64
 		var err error

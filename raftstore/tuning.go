@@ -7,17 +7,22 @@ import (
 )
 
 // WANTuning is the --wan preset: timings for members whose round trips reach
-// about 250 ms (regions on different continents), where DefaultTuning's LAN
-// values risk false elections under jitter. docs/operations.md explains each:
+// about 250 ms (regions on different continents). docs/operations.md
+// explains each; the measurements behind them are in docs/edge.md:
 //
-//   - HeartbeatTimeout 1 s: a follower campaigns after 1-2 s (randomised)
-//     without contact; the leader sends a heartbeat every tenth of it
-//     (100 ms), so a 125 ms one-way delay with 20% jitter leaves about eight
-//     missed heartbeats of slack, and failover stays under 3 s.
-//   - ElectionTimeout 1.5 s: a candidate's vote round (one round trip plus
-//     an fsync) fits several times before it starts another.
-//   - LeaderLeaseTimeout 750 ms: a leader steps down when a quorum has not
-//     answered for this long; three 250 ms round trips.
+//   - MaxRPCsInFlight 64: appends in flight to one follower at once. Raft's
+//     default, 2, suits a LAN; on a 150 ms link the leader then sends its
+//     next append (the one that carries the new commit index) only when an
+//     answer comes back, so an edge learns of a commit a whole round trip
+//     after the entry, not one way: live delivery at a far edge doubled.
+//   - HeartbeatTimeout 500 ms: a follower campaigns after 0.5-1 s
+//     (randomised) without contact; the leader sends a heartbeat every tenth
+//     of it (50 ms), so even a 125 ms one-way delay with 20% jitter leaves
+//     several heartbeats of slack, and failover stays under 2 s.
+//   - ElectionTimeout 1 s: a candidate's vote round (one round trip plus an
+//     fsync) fits several times before it starts another.
+//   - LeaderLeaseTimeout 500 ms: a leader steps down when a quorum has not
+//     answered for this long; two 250 ms round trips.
 //   - CommitTimeout 5 ms: kept short, since followers and edges learn a
 //     commit index only with the next append; it bounds the extra delay of
 //     live delivery at an edge.
@@ -26,11 +31,12 @@ import (
 //     log rather than by a snapshot sent across the WAN.
 func WANTuning() Tuning {
 	t := DefaultTuning()
-	t.HeartbeatTimeout = 1000 * time.Millisecond
-	t.ElectionTimeout = 1500 * time.Millisecond
-	t.LeaderLeaseTimeout = 750 * time.Millisecond
+	t.HeartbeatTimeout = 500 * time.Millisecond
+	t.ElectionTimeout = 1000 * time.Millisecond
+	t.LeaderLeaseTimeout = 500 * time.Millisecond
 	t.CommitTimeout = 5 * time.Millisecond
 	t.MaxAppendEntries = 512
+	t.MaxRPCsInFlight = 64
 	t.TrailingLogs = 50000
 	return t
 }
@@ -64,14 +70,16 @@ func (t Tuning) Validate() error {
 		return fmt.Errorf("raft leader lease timeout %v is longer than the heartbeat timeout %v", t.LeaderLeaseTimeout, t.HeartbeatTimeout)
 	case t.MaxAppendEntries < 0 || t.MaxAppendEntries > 1024:
 		return fmt.Errorf("raft max append entries %d is not in 1-1024", t.MaxAppendEntries)
+	case t.MaxRPCsInFlight < 1 || t.MaxRPCsInFlight > 1024:
+		return fmt.Errorf("raft appends in flight %d is not in 1-1024", t.MaxRPCsInFlight)
 	}
 	return nil
 }
 
 // String lists the Raft timings (logs).
 func (t Tuning) String() string {
-	return fmt.Sprintf("heartbeat=%v election=%v leaderLease=%v commit=%v maxAppendEntries=%d trailingLogs=%d snapshotThreshold=%d snapshotInterval=%v",
-		t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLeaseTimeout, t.CommitTimeout, t.MaxAppendEntries, t.TrailingLogs, t.SnapshotThreshold, t.SnapshotInterval)
+	return fmt.Sprintf("heartbeat=%v election=%v leaderLease=%v commit=%v maxAppendEntries=%d maxInFlight=%d trailingLogs=%d snapshotThreshold=%d snapshotInterval=%v",
+		t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLeaseTimeout, t.CommitTimeout, t.MaxAppendEntries, t.MaxRPCsInFlight, t.TrailingLogs, t.SnapshotThreshold, t.SnapshotInterval)
 }
 
 // Tuning returns the effective Raft timings this store runs with.

@@ -48,7 +48,7 @@ Usage:
                  [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
                  [--raft-tls-cert FILE --raft-tls-key FILE --raft-tls-ca FILE]
                  [--wan] [--raft-heartbeat-timeout D] [--raft-election-timeout D]
-                 [--raft-leader-lease-timeout D] [--raft-commit-timeout D] [--raft-trailing-logs N]
+                 [--raft-leader-lease-timeout D] [--raft-commit-timeout D] [--raft-trailing-logs N] [--raft-max-inflight N]
                  [--connect-to FROM=TO[,FROM=TO]] [--pprof-addr 127.0.0.1:6060]
   edgebase project create --server URL --admin-token T --name N --owner-email E --owner-password P [--json] [--ca-file FILE]
   edgebase project set-owner --server URL --admin-token T --project ID --email E [--ca-file FILE]
@@ -219,11 +219,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&cfg.Tuning.SnapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (default 16384)")
 	fs.Uint64Var(&cfg.Tuning.TrailingLogs, "raft-trailing-logs", 0, "log entries kept after a snapshot, so a follower or edge that was away catches up from the log instead of a snapshot (default 10240; --wan 50000)")
 	fs.DurationVar(&cfg.Tuning.SnapshotInterval, "raft-snapshot-interval", 0, "how often to check whether to snapshot (default 60s)")
-	fs.DurationVar(&cfg.Tuning.ElectionTimeout, "raft-election-timeout", 0, "how long a candidate waits for votes before it tries again; without --raft-heartbeat-timeout it sets that too (default 1s; --wan 1.5s)")
-	fs.DurationVar(&cfg.Tuning.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "how long a follower goes without hearing from the leader before it campaigns (randomised up to twice this; the leader sends a heartbeat every tenth of it); at most the election timeout (default: the election timeout; --wan 1s)")
-	fs.DurationVar(&cfg.Tuning.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "a leader that has not heard from a quorum for this long steps down; at most the heartbeat timeout (default: half the heartbeat timeout; --wan 750ms)")
+	fs.DurationVar(&cfg.Tuning.ElectionTimeout, "raft-election-timeout", 0, "how long a candidate waits for votes before it tries again; without --raft-heartbeat-timeout it sets that too (default 1s; --wan 1s)")
+	fs.DurationVar(&cfg.Tuning.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "how long a follower goes without hearing from the leader before it campaigns (randomised up to twice this; the leader sends a heartbeat every tenth of it); at most the election timeout (default: the election timeout; --wan 500ms)")
+	fs.DurationVar(&cfg.Tuning.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "a leader that has not heard from a quorum for this long steps down; at most the heartbeat timeout (default: half the heartbeat timeout; --wan 500ms)")
 	fs.DurationVar(&cfg.Tuning.CommitTimeout, "raft-commit-timeout", 0, "longest wait before the leader sends an append without new entries, which is how followers and edges learn the commit index: it bounds the delivery delay at an edge (default 5ms)")
-	fs.BoolVar(&wan, "wan", false, "Raft timings for members up to ~250 ms round trip apart (regions on several continents): heartbeat 1s, election 1.5s, leader lease 750ms (3 round trips), commit 5ms, max append entries 512, trailing logs 50000 (a cut-off edge catches up from the log); explicit --raft-* flags override it (docs/operations.md)")
+	fs.IntVar(&cfg.Tuning.MaxRPCsInFlight, "raft-max-inflight", 0, "appends the leader keeps in flight to one follower or edge; more than 2 lets the commit index reach a far edge one way after the entry instead of a round trip (default 2; --wan 64; 1 turns pipelining off)")
+	fs.BoolVar(&wan, "wan", false, "Raft settings for members up to ~250 ms round trip apart (regions on several continents): 64 appends in flight per follower, heartbeat 500ms, election 1s, leader lease 500ms (2 round trips), commit 5ms, max append entries 512, trailing logs 50000 (a cut-off edge catches up from the log); explicit --raft-* flags override it (docs/operations.md, docs/edge.md)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "PEM certificate: serve HTTPS on --http-addr (with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.TLSCAFile, "tls-ca", "", "PEM bundle node-to-node HTTPS calls trust (default: the system roots)")
@@ -355,6 +356,9 @@ func resolveTuning(t raftstore.Tuning, wan bool) (raftstore.Tuning, error) {
 		}
 		if t.MaxAppendEntries == 0 {
 			t.MaxAppendEntries = p.MaxAppendEntries
+		}
+		if t.MaxRPCsInFlight == 0 {
+			t.MaxRPCsInFlight = p.MaxRPCsInFlight
 		}
 		if t.TrailingLogs == 0 {
 			t.TrailingLogs = p.TrailingLogs

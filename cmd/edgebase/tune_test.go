@@ -70,12 +70,12 @@ func TestResolveTuning(t *testing.T) {
 	}{
 		{"defaults", raftstore.Tuning{}, false, 1000 * ms, 1000 * ms, 500 * ms, 5 * ms, 10240, 512},
 		{"election alone sets both", raftstore.Tuning{ElectionTimeout: 300 * ms}, false, 300 * ms, 300 * ms, 150 * ms, 5 * ms, 10240, 512},
-		{"wan preset", raftstore.Tuning{}, true, 1000 * ms, 1500 * ms, 750 * ms, 5 * ms, 50000, 512},
+		{"wan preset", raftstore.Tuning{}, true, 500 * ms, 1000 * ms, 500 * ms, 5 * ms, 50000, 512},
 		{"wan, election alone still sets both", raftstore.Tuning{ElectionTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 5 * ms, 50000, 512},
 		{"wan, heartbeat alone", raftstore.Tuning{HeartbeatTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 5 * ms, 50000, 512},
 		{"wan, explicit flags win", raftstore.Tuning{HeartbeatTimeout: 800 * ms, ElectionTimeout: 1200 * ms, LeaderLeaseTimeout: 400 * ms, CommitTimeout: 2 * ms, TrailingLogs: 7},
 			true, 800 * ms, 1200 * ms, 400 * ms, 2 * ms, 7, 512},
-		{"wan, lease alone", raftstore.Tuning{LeaderLeaseTimeout: 900 * ms}, true, 1000 * ms, 1500 * ms, 900 * ms, 5 * ms, 50000, 512},
+		{"wan, lease alone", raftstore.Tuning{LeaderLeaseTimeout: 400 * ms}, true, 500 * ms, 1000 * ms, 400 * ms, 5 * ms, 50000, 512},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,9 +98,11 @@ func TestTuningFlagErrors(t *testing.T) {
 		msg  string
 	}{
 		{"lease over heartbeat", []string{"--raft-heartbeat-timeout", "500ms", "--raft-leader-lease-timeout", "600ms"}, "--raft-leader-lease-timeout 600ms is longer than the heartbeat timeout 500ms"},
-		{"lease over the wan heartbeat", []string{"--wan", "--raft-leader-lease-timeout", "2s"}, "--raft-leader-lease-timeout 2s is longer than the heartbeat timeout 1s"},
+		{"lease over the wan heartbeat", []string{"--wan", "--raft-leader-lease-timeout", "2s"}, "--raft-leader-lease-timeout 2s is longer than the heartbeat timeout 500ms"},
 		{"heartbeat over election", []string{"--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, "--raft-heartbeat-timeout 2s is longer than --raft-election-timeout 1s"},
 		{"negative heartbeat", []string{"--raft-heartbeat-timeout", "-1s"}, "--raft-heartbeat-timeout -1s is negative"},
+		{"negative in flight", []string{"--raft-max-inflight", "-1"}, "raft appends in flight -1 is not in 1-1024"},
+		{"too many in flight", []string{"--wan", "--raft-max-inflight", "5000"}, "raft appends in flight 5000 is not in 1-1024"},
 		{"negative commit", []string{"--wan", "--raft-commit-timeout", "-5ms"}, "--raft-commit-timeout -5ms is negative"},
 		{"negative lease", []string{"--raft-leader-lease-timeout", "-1ms"}, "--raft-leader-lease-timeout -1ms is negative"},
 		{"too short", []string{"--raft-election-timeout", "1ms"}, "at least 5ms"},
@@ -112,5 +114,29 @@ func TestTuningFlagErrors(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errs, tc.msg)
 			}
 		})
+	}
+}
+
+// --raft-max-inflight: raft's 2 by default, 64 with --wan, and an explicit
+// value wins over the preset.
+func TestResolveMaxInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   raftstore.Tuning
+		wan  bool
+		want int
+	}{
+		{"default", raftstore.Tuning{}, false, 2},
+		{"wan", raftstore.Tuning{}, true, 64},
+		{"explicit over wan", raftstore.Tuning{MaxRPCsInFlight: 8}, true, 8},
+		{"pipelining off", raftstore.Tuning{MaxRPCsInFlight: 1}, false, 1},
+	} {
+		got, err := resolveTuning(tc.in, tc.wan)
+		if err != nil {
+			t.Fatalf("%s: resolveTuning: %v", tc.name, err)
+		}
+		if got.MaxRPCsInFlight != tc.want {
+			t.Errorf("%s: MaxRPCsInFlight = %d, want %d", tc.name, got.MaxRPCsInFlight, tc.want)
+		}
 	}
 }
