@@ -541,9 +541,7 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 // HTTP, then stops Raft and closes the databases.
 func (n *Node) Close(ctx context.Context) error {
 	n.once.Do(func() {
-		if err := n.Store.TransferLeadership(); err != nil {
-			n.logger.Warn("leadership transfer on shutdown failed", "err", err)
-		}
+		n.transferOnClose(ctx)
 		n.cancel()
 		// Realtime connections are hijacked: http.Server does not see them.
 		n.Realtime.Close()
@@ -569,6 +567,32 @@ func (n *Node) Kill() {
 		n.closeErr = n.Store.Close()
 		n.wg.Wait()
 	})
+}
+
+// transferOnCloseTimeout bounds the leadership hand-over at shutdown. Raft
+// answers a transfer within its election timeout, but a transfer that never
+// returns (hashicorp/raft#696: a replication worker gone while the transfer
+// waits on it) must not keep the node from stopping: the followers elect a
+// leader without our help once we are gone.
+const transferOnCloseTimeout = 5 * time.Second
+
+// transferOnClose hands leadership over, waiting at most
+// transferOnCloseTimeout or until ctx ends.
+func (n *Node) transferOnClose(ctx context.Context) {
+	done := make(chan error, 1)
+	go func() { done <- n.Store.TransferLeadership() }()
+	t := time.NewTimer(transferOnCloseTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.logger.Warn("leadership transfer on shutdown failed", "err", err)
+		}
+	case <-t.C:
+		n.logger.Warn("leadership transfer on shutdown did not finish; stopping without it", "waited", transferOnCloseTimeout)
+	case <-ctx.Done():
+		n.logger.Warn("leadership transfer on shutdown cut short", "err", ctx.Err())
+	}
 }
 
 // persistedValue reads data-dir/name, or creates it as prefix plus n random
