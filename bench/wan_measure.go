@@ -231,10 +231,11 @@ func startWANEnv(ctx context.Context, o *options, bin, proxy, dir string, args [
 
 // ---- requests ----
 
-// do sends one request as the project's owner (the bearer token alone, as
-// an SDK does) and returns the answer and its latency.
+// do sends one request as the project's owner, with the headers every
+// request of the interface carries (the bearer token, X-Project-Id and
+// X-API-Key, as the SDKs send them), and returns the answer and its latency.
 func (e *wanEnv) do(ctx context.Context, timeout time.Duration, method, u string, hdr map[string]string, body any) (*proctest.Response, time.Duration, error) {
-	h := map[string]string{"Authorization": "Bearer " + e.pr.Token}
+	h := map[string]string{"Authorization": "Bearer " + e.pr.Token, "X-Project-Id": e.pr.ID, "X-API-Key": e.pr.APIKey}
 	for k, v := range hdr {
 		h[k] = v
 	}
