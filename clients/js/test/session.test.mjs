@@ -27,9 +27,10 @@ function recordingWS() {
   return { RecordingWS, sent };
 }
 
-test('session on by default: reads carry the revision of the last write; answers move it on', async () => {
+test('session on by default: reads carry the revision of the last write; answers move it on', async (t) => {
   const rec = recordingFetch();
   const { c, user } = await newUser({ fetch: rec.f });
+  t.after(() => c.close());
   const p = `users/${user.id}/sess/a`;
   const before = c.sessionRevision;
   const w = await c.db.set(p, { v: 1 });
@@ -44,30 +45,38 @@ test('session on by default: reads carry the revision of the last write; answers
   // A lower explicit minRevision does not lower it.
   await c.db.get(p, { minRevision: 1 });
   assert.equal(rec.take()[0].minRevision, String(c.sessionRevision));
+  // Queries are reads too (POST /api/db/query).
+  const q = await c.db.query({ collection: `users/${user.id}/sess` });
+  assert.ok(q.documents.some((x) => x.collection === p));
+  const [qc] = rec.take();
+  assert.equal(qc.method, 'POST');
+  assert.equal(qc.path, '/api/db/query');
+  assert.equal(qc.minRevision, String(c.sessionRevision));
   // Writes carry no X-Min-Revision.
   await c.db.set(p, { v: 2 });
   assert.equal(rec.take()[0].minRevision, undefined);
-  c.close();
 });
 
-test('session: false sends no X-Min-Revision but still tracks', async () => {
+test('session: false sends no X-Min-Revision but still tracks', async (t) => {
   const rec = recordingFetch();
   const { c, user } = await newUser({ fetch: rec.f, session: false });
+  t.after(() => c.close());
   const p = `users/${user.id}/sess/off`;
   const w = await c.db.set(p, { v: 1 });
   assert.equal(c.sessionRevision, w.revision);
   rec.take();
   await c.db.get(p);
   assert.equal(rec.take()[0].minRevision, undefined);
-  c.close();
 });
 
-test('sessionRevision carries the session to another client; bad values are refused', async () => {
+test('sessionRevision carries the session to another client; bad values are refused', async (t) => {
   const { c, email, user } = await newUser();
+  t.after(() => c.close());
   const p = `users/${user.id}/sess/carry`;
   await c.db.set(p, { v: 1 });
   const rec = recordingFetch();
   const other = client({ fetch: rec.f, sessionRevision: c.sessionRevision });
+  t.after(() => other.close());
   await other.auth.login(email, PASSWORD);
   rec.take();
   assert.deepEqual((await other.db.get(p)).data, { v: 1 });
@@ -77,25 +86,24 @@ test('sessionRevision carries the session to another client; bad values are refu
   for (const bad of [-1, 1.5, 'x']) {
     assert.throws(() => createClient({ url: env.url, projectId: env.projectId, sessionRevision: bad }), (e) => e.code === 'invalid_argument' && e.field === 'sessionRevision');
   }
-  c.close();
-  other.close();
 });
 
-test('the node honours the session: a revision it has not applied is 503 after the read timeout', async () => {
+test('the node honours the session: a revision it has not applied is 503 after the read timeout', async (t) => {
   const { c, email, user } = await newUser();
+  t.after(() => c.close());
   await c.db.set(`users/${user.id}/sess/far`, { v: 1 });
   const far = client({ sessionRevision: c.sessionRevision + 1_000_000, retries: 0 });
+  t.after(() => far.close());
   await far.auth.login(email, PASSWORD); // a write-free POST: no X-Min-Revision
   const start = Date.now();
   await rejectsWith(far.db.get(`users/${user.id}/sess/far`), 503, 'unavailable');
   assert.ok(Date.now() - start >= 4000, 'refused before the read timeout: the header was not waited for');
-  c.close();
-  far.close();
 });
 
-test('subscribe sends minRevision; socket revisions move the session on', async () => {
+test('subscribe sends minRevision; socket revisions move the session on', async (t) => {
   const { RecordingWS, sent } = recordingWS();
   const { c, user, email } = await newUser({ WebSocket: RecordingWS });
+  t.after(() => c.close());
   const base = `users/${user.id}/sess/live`;
   const w = await c.db.set(base + '/a', { v: 1 });
   const events = [];
@@ -107,10 +115,9 @@ test('subscribe sends minRevision; socket revisions move the session on', async 
   assert.ok(c.sessionRevision >= events[0].revision);
   // A write by another client arrives as a change: the session follows it.
   const other = client();
+  t.after(() => other.close());
   await other.auth.login(email, PASSWORD);
   const w2 = await other.db.set(base + '/b', { v: 2 });
   await waitFor(() => events.some((e) => e.type === 'change' && e.revision === w2.revision), 10000, 'the change');
   assert.equal(c.sessionRevision, w2.revision, 'the session follows the change');
-  c.close();
-  other.close();
 });

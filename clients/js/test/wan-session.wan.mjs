@@ -5,7 +5,7 @@
 // carried over with the sessionRevision option) the read sees the write
 // every time; the control without it (session: false) is stale at least
 // once. Not a *.test.mjs: it needs the WAN cluster's URLs.
-import { test } from 'node:test';
+import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createClient } from '../edgebase.js';
@@ -33,8 +33,21 @@ function memory() {
   return { getItem: (k) => (m.has(k) ? m.get(k) : null), setItem: (k, v) => { m.set(k, v); }, removeItem: (k) => { m.delete(k); } };
 }
 
+/** Every client made, closed after each test (a failed assertion must not leave sockets open). */
+const made = new Set();
+
 /** A client at url sharing storage (so the same signed-in user). */
-const at = (url, storage, extra = {}) => createClient({ url, projectId: env.projectId, apiKey: env.apiKey, storage, WebSocket: WS, ...extra });
+function at(url, storage, extra = {}) {
+  const c = createClient({ url, projectId: env.projectId, apiKey: env.apiKey, storage, WebSocket: WS, ...extra });
+  made.add(c);
+  return c;
+}
+
+afterEach(async () => {
+  const all = [...made];
+  made.clear();
+  await Promise.all(all.map((c) => c.close()));
+});
 
 async function signedUp() {
   const storage = memory();
