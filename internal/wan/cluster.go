@@ -56,7 +56,7 @@ type Cluster struct {
 	o       Options
 	logf    func(format string, args ...any)
 	hc      *http.Client
-	ports   ports
+	ports   proctest.Ports
 	proxy   *proctest.Proc
 	tp      *toxiproxy
 	nodes   []*node
@@ -136,10 +136,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	for _, s := range o.Nodes {
 		n := &node{spec: s, dataDir: filepath.Join(o.Dir, s.ID)}
-		if n.httpPort, err = c.ports.get(); err != nil {
+		if n.httpPort, err = c.ports.Get(); err != nil {
 			return c, err
 		}
-		if n.raftPort, err = c.ports.get(); err != nil {
+		if n.raftPort, err = c.ports.Get(); err != nil {
 			return c, err
 		}
 		c.nodes = append(c.nodes, n)
@@ -287,7 +287,7 @@ func (c *Cluster) startProxy(ctx context.Context) error {
 	c.tp = &toxiproxy{base: "http://" + api, hc: c.hc}
 	var cfgs []proxyConfig
 	for _, l := range c.links() {
-		port, err := c.ports.get()
+		port, err := c.ports.Get()
 		if err != nil {
 			return err
 		}
@@ -638,7 +638,7 @@ func (c *Cluster) Close() error {
 	if c.proxy != nil {
 		errs = append(errs, stop(c.proxy, 5*time.Second))
 	}
-	c.ports.release()
+	c.ports.Release()
 	c.hc.CloseIdleConnections()
 	return errors.Join(errs...)
 }

@@ -67,9 +67,9 @@ func TestToxiproxyLink(t *testing.T) {
 	ctx := context.Background()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	defer srv.Close()
-	var pts ports
-	defer pts.release()
-	port, err := pts.get()
+	var pts proctest.Ports
+	defer pts.Release()
+	port, err := pts.Get()
 	if err != nil {
 		t.Fatal(err)
 	}
