@@ -28,9 +28,14 @@ import (
 //     500 ms (docs/edge.md).
 //   - LeaderLeaseTimeout 500 ms: a leader steps down when a quorum has not
 //     answered for this long; two 250 ms round trips.
-//   - CommitTimeout 5 ms: kept short, since followers and edges learn a
-//     commit index only with the next append; it bounds the extra delay of
-//     live delivery at an edge.
+//   - CommitTimeout 2 ms: followers and edges learn a commit index only with
+//     the next append, which the leader sends at the latest after 1-2 commit
+//     timeouts when nothing else is sent, so this bounds the extra delay of
+//     live delivery at an edge: measured at the ap edge (75 ms one way,
+//     ±7.5 ms jitter), 81.0 / 90.4 ms p50 / p99 with 5 ms and 79.0-79.8 /
+//     85.9-86.2 with 2 ms; the us edge 6.5 -> 1.7 ms p50. The price is an
+//     empty append to each follower every 2-4 ms while idle (about 330 a
+//     second each) instead of every 5-10 ms.
 //   - MaxAppendEntries 512: fewer, larger appends on a long pipe.
 //   - TrailingLogs 50000: an edge cut off for minutes catches up from the
 //     log rather than by a snapshot sent across the WAN.
@@ -39,7 +44,7 @@ func WANTuning() Tuning {
 	t.HeartbeatTimeout = 500 * time.Millisecond
 	t.ElectionTimeout = 500 * time.Millisecond
 	t.LeaderLeaseTimeout = 500 * time.Millisecond
-	t.CommitTimeout = 5 * time.Millisecond
+	t.CommitTimeout = 2 * time.Millisecond
 	t.MaxAppendEntries = 512
 	t.MaxRPCsInFlight = 64
 	t.TrailingLogs = 50000

@@ -70,12 +70,12 @@ func TestResolveTuning(t *testing.T) {
 	}{
 		{"defaults", raftstore.Tuning{}, false, 1000 * ms, 1000 * ms, 500 * ms, 5 * ms, 10240, 512},
 		{"election alone sets both", raftstore.Tuning{ElectionTimeout: 300 * ms}, false, 300 * ms, 300 * ms, 150 * ms, 5 * ms, 10240, 512},
-		{"wan preset", raftstore.Tuning{}, true, 500 * ms, 500 * ms, 500 * ms, 5 * ms, 50000, 512},
-		{"wan, election alone still sets both", raftstore.Tuning{ElectionTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 5 * ms, 50000, 512},
-		{"wan, heartbeat alone", raftstore.Tuning{HeartbeatTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 5 * ms, 50000, 512},
+		{"wan preset", raftstore.Tuning{}, true, 500 * ms, 500 * ms, 500 * ms, 2 * ms, 50000, 512},
+		{"wan, election alone still sets both", raftstore.Tuning{ElectionTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 2 * ms, 50000, 512},
+		{"wan, heartbeat alone", raftstore.Tuning{HeartbeatTimeout: 2000 * ms}, true, 2000 * ms, 2000 * ms, 1000 * ms, 2 * ms, 50000, 512},
 		{"wan, explicit flags win", raftstore.Tuning{HeartbeatTimeout: 800 * ms, ElectionTimeout: 1200 * ms, LeaderLeaseTimeout: 400 * ms, CommitTimeout: 2 * ms, TrailingLogs: 7},
 			true, 800 * ms, 1200 * ms, 400 * ms, 2 * ms, 7, 512},
-		{"wan, lease alone", raftstore.Tuning{LeaderLeaseTimeout: 400 * ms}, true, 500 * ms, 500 * ms, 400 * ms, 5 * ms, 50000, 512},
+		{"wan, lease alone", raftstore.Tuning{LeaderLeaseTimeout: 400 * ms}, true, 500 * ms, 500 * ms, 400 * ms, 2 * ms, 50000, 512},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
