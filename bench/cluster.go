@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -273,12 +272,12 @@ func (n *benchNode) exitedWhileStarting(what string) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return errStop{fmt.Errorf("%s%s exited while starting: %v", what, n.id, n.err)}
+	return proctest.StopPoll{Err: fmt.Errorf("%s%s exited while starting: %v", what, n.id, n.err)}
 }
 
 // waitReady polls n's /readyz until it answers 200.
 func (c *cluster) waitReady(ctx context.Context, hc *http.Client, n *benchNode, total time.Duration) error {
-	return poll(ctx, total, func() error {
+	return proctest.Poll(ctx, total, func() error {
 		if err := n.exitedWhileStarting(""); err != nil {
 			return err
 		}
@@ -291,33 +290,6 @@ func (c *cluster) waitReady(ctx context.Context, hc *http.Client, n *benchNode, 
 		}
 		return nil
 	})
-}
-
-// errStop ends a poll at once.
-type errStop struct{ error }
-
-// poll calls f every 50 ms until it returns nil, ctx ends, total passes or f
-// returns an errStop.
-func poll(ctx context.Context, total time.Duration, f func() error) error {
-	deadline := time.Now().Add(total)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		var stop errStop
-		if errors.As(err, &stop) {
-			return stop.error
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v: %w", total, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 type memberStatus struct {
@@ -355,7 +327,7 @@ func (c *cluster) status(ctx context.Context, hc *http.Client, n *benchNode) (*c
 // c.leader at the first node.
 func (c *cluster) findLeader(ctx context.Context, hc *http.Client, voters int, total time.Duration) error {
 	var st *clusterStatus
-	err := poll(ctx, total, func() error {
+	err := proctest.Poll(ctx, total, func() error {
 		var err error
 		if st, err = c.status(ctx, hc, c.nodes[0]); err != nil {
 			return err
@@ -397,7 +369,7 @@ func (c *cluster) findLeader(ctx context.Context, hc *http.Client, voters int, t
 // settle waits (at most 10 s) until every member has applied the same index,
 // so that one scenario's replication backlog does not land on the next.
 func (c *cluster) settle(ctx context.Context, hc *http.Client) {
-	_ = poll(ctx, 10*time.Second, func() error {
+	_ = proctest.Poll(ctx, 10*time.Second, func() error {
 		st, err := c.status(ctx, hc, c.leader)
 		if err != nil {
 			return err

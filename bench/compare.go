@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // compareSpec pairs a compared workload with the edgebase scenario it runs.
@@ -463,7 +465,7 @@ func (ee *etcdEnv) populate(ctx context.Context) error {
 	}
 	last := "bench/r" + strconv.Itoa(ee.o.docs-1)
 	for _, n := range ee.c.followers() {
-		err := poll(ctx, 10*time.Second, func() error {
+		err := proctest.Poll(ctx, 10*time.Second, func() error {
 			_, err := etcdGet(ctx, ee.hc, ee.o.reqTimeout, n.url, last, true)
 			return err
 		})

@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // etcdBin is where Debian's etcd-server package installs etcd.
@@ -85,7 +87,7 @@ func startEtcd(ctx context.Context, hc *http.Client, bin, dir string, size int) 
 			return c, err
 		}
 	}
-	err = poll(ctx, 30*time.Second, func() error {
+	err = proctest.Poll(ctx, 30*time.Second, func() error {
 		for _, n := range c.nodes {
 			st, err := etcdStatus(ctx, hc, n.url)
 			if err != nil {
@@ -103,7 +105,7 @@ func startEtcd(ctx context.Context, hc *http.Client, bin, dir string, size int) 
 
 // waitEtcdHealthy polls GET /health until it says {"health":"true"}.
 func waitEtcdHealthy(ctx context.Context, hc *http.Client, n *benchNode, total time.Duration) error {
-	return poll(ctx, total, func() error {
+	return proctest.Poll(ctx, total, func() error {
 		if err := n.exitedWhileStarting("etcd "); err != nil {
 			return err
 		}
@@ -145,7 +147,7 @@ func etcdStatus(ctx context.Context, hc *http.Client, base string) (*etcdStatusR
 // settleEtcd waits (at most 10 s) until every member has applied the same
 // raft index, as cluster.settle does for ours.
 func settleEtcd(ctx context.Context, hc *http.Client, c *cluster) {
-	_ = poll(ctx, 10*time.Second, func() error {
+	_ = proctest.Poll(ctx, 10*time.Second, func() error {
 		var first string
 		for i, n := range c.nodes {
 			st, err := etcdStatus(ctx, hc, n.url)

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // The collections of the query scenarios (the PocketBase peer creates the
@@ -140,7 +142,7 @@ func declareQueryIndex(ctx context.Context, e *env, logf func(string, ...any)) e
 		return fmt.Errorf("PUT /api/db/indexes: %w", err)
 	}
 	for _, n := range e.c.nodes {
-		err := poll(ctx, 10*time.Minute, func() error {
+		err := proctest.Poll(ctx, 10*time.Minute, func() error {
 			b, err := e.send(ctx, n, http.MethodGet, "/api/db/indexes", nil)
 			if err != nil {
 				return err

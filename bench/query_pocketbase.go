@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // pbSource is the peer's module, relative to the repository root.
@@ -105,7 +107,7 @@ func startPocketBase(ctx context.Context, hc *http.Client, bin, dir string, o *o
 	if err := n.start(bin, args); err != nil {
 		return nil, err
 	}
-	err = poll(ctx, 60*time.Second, func() error {
+	err = proctest.Poll(ctx, 60*time.Second, func() error {
 		if err := n.exitedWhileStarting("pocketbase "); err != nil {
 			return err
 		}

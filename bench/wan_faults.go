@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgebase/edgebase/internal/proctest"
 	"github.com/edgebase/edgebase/internal/wan"
 )
 
@@ -79,7 +80,7 @@ loop:
 		row.Failed = "heal: " + err.Error()
 		return row
 	}
-	err = poll(ctx, 2*time.Minute, func() error {
+	err = proctest.Poll(ctx, 2*time.Minute, func() error {
 		got, err := e.c.AppliedIndex(ctx, edge)
 		if err != nil {
 			return err
@@ -121,7 +122,7 @@ func (e *wanEnv) waitCaughtUp(ctx context.Context, node, leader string, total ti
 	if err != nil {
 		return err
 	}
-	return poll(ctx, total, func() error {
+	return proctest.Poll(ctx, total, func() error {
 		got, err := e.c.AppliedIndex(ctx, node)
 		if err != nil {
 			return err

@@ -452,7 +452,7 @@ func (s *wanSub) at(rev uint64) (time.Time, bool) {
 
 // waitAll polls until every sub has every revision of revs, or total ends.
 func waitAll(ctx context.Context, total time.Duration, revs []uint64, subs ...*wanSub) error {
-	return poll(ctx, total, func() error {
+	return proctest.Poll(ctx, total, func() error {
 		for _, s := range subs {
 			if n := s.missing(revs); n > 0 {
 				return fmt.Errorf("%d of %d changes not delivered", n, len(revs))
@@ -653,7 +653,7 @@ func (e *wanEnv) failover(ctx context.Context) *wanRow {
 	close(start)
 	wg.Wait()
 	newLeader := ""
-	if err := poll(ctx, 30*time.Second, func() error {
+	if err := proctest.Poll(ctx, 30*time.Second, func() error {
 		l, err := e.c.Leader(ctx)
 		if err != nil {
 			return err

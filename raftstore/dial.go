@@ -161,16 +161,9 @@ func (s *Store) warmLeaders() {
 	})
 	s.raft.RegisterObserver(obs)
 	defer s.raft.DeregisterObserver(obs)
-	// Calls end when the store stops.
+	// Calls end when the store stops (the only way this loop returns).
 	life, stop := context.WithCancel(context.Background())
-	defer stop()
-	go func() {
-		select {
-		case <-s.stop:
-		case <-life.Done():
-		}
-		stop()
-	}()
+	go func() { <-s.stop; stop() }()
 	for {
 		select {
 		case <-s.stop:

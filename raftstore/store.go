@@ -86,26 +86,38 @@ func (t Tuning) withDefaults() Tuning {
 	if t.LeaderLeaseTimeout == 0 {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout / 2
 	}
-	if t.CommitTimeout == 0 {
-		t.CommitTimeout = d.CommitTimeout
-	}
-	if t.MaxAppendEntries == 0 {
-		t.MaxAppendEntries = d.MaxAppendEntries
-	}
-	if t.MaxRPCsInFlight == 0 {
-		t.MaxRPCsInFlight = d.MaxRPCsInFlight
-	}
-	if t.SnapshotThreshold == 0 {
-		t.SnapshotThreshold = d.SnapshotThreshold
-	}
-	if t.SnapshotInterval == 0 {
-		t.SnapshotInterval = d.SnapshotInterval
-	}
-	if t.TrailingLogs == 0 {
-		t.TrailingLogs = d.TrailingLogs
-	}
+	t = t.Under(d)
 	if t.LogSegmentSize == 0 {
 		t.LogSegmentSize = DefaultLogSegmentSize
+	}
+	return t
+}
+
+// Under fills t's zero settings other than the three election timings
+// (heartbeat, election, leader lease: they derive from one another, see
+// withDefaults) from p: how the defaults and a preset (WANTuning) apply
+// under explicit settings.
+func (t Tuning) Under(p Tuning) Tuning {
+	if t.CommitTimeout == 0 {
+		t.CommitTimeout = p.CommitTimeout
+	}
+	if t.MaxAppendEntries == 0 {
+		t.MaxAppendEntries = p.MaxAppendEntries
+	}
+	if t.MaxRPCsInFlight == 0 {
+		t.MaxRPCsInFlight = p.MaxRPCsInFlight
+	}
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = p.SnapshotThreshold
+	}
+	if t.SnapshotInterval == 0 {
+		t.SnapshotInterval = p.SnapshotInterval
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = p.TrailingLogs
+	}
+	if t.LogSegmentSize == 0 {
+		t.LogSegmentSize = p.LogSegmentSize
 	}
 	return t
 }

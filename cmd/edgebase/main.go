@@ -351,18 +351,7 @@ func resolveTuning(t raftstore.Tuning, wan bool) (raftstore.Tuning, error) {
 		case t.ElectionTimeout == 0:
 			t.ElectionTimeout = max(p.ElectionTimeout, t.HeartbeatTimeout)
 		}
-		if t.CommitTimeout == 0 {
-			t.CommitTimeout = p.CommitTimeout
-		}
-		if t.MaxAppendEntries == 0 {
-			t.MaxAppendEntries = p.MaxAppendEntries
-		}
-		if t.MaxRPCsInFlight == 0 {
-			t.MaxRPCsInFlight = p.MaxRPCsInFlight
-		}
-		if t.TrailingLogs == 0 {
-			t.TrailingLogs = p.TrailingLogs
-		}
+		t = t.Under(p)
 	}
 	eff := t.Effective()
 	if t.LeaderLeaseTimeout > 0 && t.LeaderLeaseTimeout > eff.HeartbeatTimeout {

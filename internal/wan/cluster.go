@@ -272,9 +272,9 @@ func (c *Cluster) startProxy(ctx context.Context) error {
 		return fmt.Errorf("wan: %w", err)
 	}
 	var api string
-	err := poll(ctx, 20*time.Second, func() error {
+	err := proctest.Poll(ctx, 20*time.Second, func() error {
 		if !c.proxy.Running() {
-			return stopPoll{fmt.Errorf("wan: wanproxy exited: %v", c.proxy.WaitErr())}
+			return proctest.StopPoll{Err: fmt.Errorf("wan: wanproxy exited: %v", c.proxy.WaitErr())}
 		}
 		if api = apiAddr(c.proxy.LogPath); api == "" {
 			return errors.New("wan: wanproxy has not printed its API address")
@@ -376,38 +376,11 @@ func (c *Cluster) connectTo(n *node) string {
 	return strings.Join(pairs, ",")
 }
 
-// stopPoll ends a poll at once.
-type stopPoll struct{ error }
-
-// poll calls f every 50 ms until it returns nil, ctx ends, total passes or
-// f returns a stopPoll.
-func poll(ctx context.Context, total time.Duration, f func() error) error {
-	deadline := time.Now().Add(total)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		var stop stopPoll
-		if errors.As(err, &stop) {
-			return stop.error
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v: %w", total, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // waitReady polls n's /readyz (directly) until it answers 200.
 func (c *Cluster) waitReady(ctx context.Context, n *node) error {
-	err := poll(ctx, c.o.StartTimeout, func() error {
+	err := proctest.Poll(ctx, c.o.StartTimeout, func() error {
 		if !n.proc.Running() {
-			return stopPoll{fmt.Errorf("%s exited: %v", n.spec.ID, n.proc.WaitErr())}
+			return proctest.StopPoll{Err: fmt.Errorf("%s exited: %v", n.spec.ID, n.proc.WaitErr())}
 		}
 		r, err := proctest.DoJSON(ctx, c.hc, 5*time.Second, http.MethodGet, c.DirectURL(n.spec.ID)+"/readyz", nil, nil)
 		if err != nil {
@@ -475,7 +448,7 @@ func (c *Cluster) healthy(st *proctest.ClusterStatus) error {
 // waitHealthy polls /admin/cluster on the running nodes until one reports
 // the whole topology healthy with a leader.
 func (c *Cluster) waitHealthy(ctx context.Context, total time.Duration) error {
-	err := poll(ctx, total, func() error {
+	err := proctest.Poll(ctx, total, func() error {
 		var errs []error
 		for _, n := range c.running() {
 			if n.spec.Edge {
@@ -561,7 +534,7 @@ func (c *Cluster) WaitApplied(ctx context.Context, total time.Duration) error {
 		return err
 	}
 	for _, n := range c.running() {
-		err := poll(ctx, total, func() error {
+		err := proctest.Poll(ctx, total, func() error {
 			v, err := c.metric(ctx, n.spec.ID, "edgebase_raft_applied_index")
 			if err != nil {
 				return err

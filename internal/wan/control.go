@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/edgebase/edgebase/internal/proctest"
 )
 
 // Nodes is the topology, in start order.
@@ -149,7 +151,7 @@ func (c *Cluster) Leader(ctx context.Context) (string, error) {
 // leads, at most total.
 func (c *Cluster) WaitLeader(ctx context.Context, notLeader string, total time.Duration) (string, error) {
 	var leader string
-	err := poll(ctx, total, func() error {
+	err := proctest.Poll(ctx, total, func() error {
 		l, err := c.Leader(ctx)
 		if err != nil {
 			return err

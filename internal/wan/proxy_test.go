@@ -30,7 +30,7 @@ func startWanproxy(t *testing.T) *toxiproxy {
 	}
 	t.Cleanup(p.KillIfRunning)
 	var api string
-	err := poll(context.Background(), 10*time.Second, func() error {
+	err := proctest.Poll(context.Background(), 10*time.Second, func() error {
 		if api = apiAddr(p.LogPath); api == "" {
 			return fmt.Errorf("no API address in %s", p.LogTail(1000))
 		}
